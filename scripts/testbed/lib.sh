@@ -1,0 +1,84 @@
+# Shared settings for the test-bed scripts. Sourced, not run.
+# shellcheck shell=bash
+# Binaries and jars are cached outside the work tree so that a fresh clone
+# (CI runs one) reuses what an earlier run on the same machine built.
+set -euo pipefail
+TESTBED_CACHE="${TESTBED_CACHE:-$HOME/.cache/outbox-operator-testbed}"
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
+HELM_VERSION="${HELM_VERSION:-v4.3.2}"
+KAFKA_VERSION="${KAFKA_VERSION:-4.3.0}"
+LOG4J_VERSION="${LOG4J_VERSION:-2.25.3}"
+SLF4J_VERSION="${SLF4J_VERSION:-2.0.17}"
+PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+mkdir -p "$TESTBED_CACHE"
+
+TESTBED_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$TESTBED_DIR/../.." && pwd)"
+# Running services, their data, ports and logs (.testbed/ is git-ignored).
+TESTBED_STATE="${TESTBED_STATE:-$REPO_ROOT/.testbed/run}"
+
+log() { printf '[testbed %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# A free TCP port on loopback, chosen by the kernel.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+# port_open PORT: true when something accepts TCP connections on 127.0.0.1:PORT.
+port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# wait_until SECONDS CMD...: polls CMD every 0.3 s; false on timeout.
+wait_until() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.3
+  done
+}
+
+# Each service process runs as the leader of its own session and process group,
+# so a stop or a SIGKILL reaches its children too (postgres backends), and it
+# outlives the script that started it.
+# spawn PIDFILE LOGFILE CMD...: starts CMD in the background, records its pid.
+spawn() {
+  local pidfile=$1 logfile=$2; shift 2
+  echo "=== testbed: $(date -Is) starting: $*" >>"$logfile"
+  setsid "$@" >>"$logfile" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+}
+
+# group_alive PIDFILE: true while any process of the recorded group exists.
+group_alive() {
+  local pid
+  [ -s "$1" ] || return 1
+  pid=$(cat "$1")
+  kill -0 -- "-$pid" 2>/dev/null
+}
+group_gone() { ! group_alive "$1"; }
+
+# stop_group PIDFILE SIGNAL SECONDS: sends SIGNAL to the group leader, waits for
+# the whole group to exit, SIGKILLs the group after SECONDS. SIGNAL=KILL kills
+# the whole group at once (a crash, not a shutdown).
+stop_group() {
+  local pidfile=$1 sig=$2 secs=$3 pid
+  group_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+  pid=$(cat "$pidfile")
+  if [ "$sig" = KILL ]; then kill -KILL -- "-$pid" 2>/dev/null || true
+  else kill "-$sig" "$pid" 2>/dev/null || true
+  fi
+  if ! wait_until "$secs" group_gone "$pidfile"; then
+    log "pid $pid did not exit within ${secs}s of SIG$sig; sending SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait_until 10 group_gone "$pidfile" || die "pid $pid survives SIGKILL"
+  fi
+  rm -f "$pidfile"
+}
+
+# show_failure NAME LOGFILE WHY: the message every start failure ends with.
+show_failure() {
+  log "ERROR: $1 failed: $3"
+  log "$1 log: $2 (last 40 lines below)"
+  tail -n 40 "$2" >&2 2>/dev/null || true
+  log "$1 failed; full log: $2"
+}

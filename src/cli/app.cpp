@@ -1,0 +1,60 @@
+#include "cli/app.hpp"
+
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/log.hpp"
+#include "common/version.hpp"
+
+namespace outbox::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app{"outbox-operator: runs the transactional outbox pattern on Kubernetes"};
+  app.set_version_flag("--version", std::string("outbox-operator ") + kVersion);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  std::string log_format = "text";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->envname("OUTBOX_LOG_LEVEL")
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text or json")
+      ->envname("OUTBOX_LOG_FORMAT")
+      ->capture_default_str();
+
+  std::map<CLI::App*, Action> actions;
+  auto add = [&](Action (*adder)(CLI::App&)) {
+    auto before = app.get_subcommands({});
+    Action action = adder(app);
+    for (CLI::App* sub : app.get_subcommands({})) {
+      if (std::find(before.begin(), before.end(), sub) == before.end()) {
+        actions[sub] = std::move(action);
+      }
+    }
+  };
+  add(add_migrate_command);
+  add(add_relay_command);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!configure_logging(log_level, log_format)) {
+    std::cerr << "invalid --log-level or --log-format\n";
+    return 2;
+  }
+  for (CLI::App* sub : app.get_subcommands()) {
+    try {
+      return actions.at(sub)();
+    } catch (const std::exception& e) {
+      spdlog::error("{}: {}", sub->get_name(), e.what());
+      return 1;
+    }
+  }
+  return 2;
+}
+
+}  // namespace outbox::cli

@@ -1,0 +1,45 @@
+#include "cli/database_options.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+
+namespace outbox::cli {
+
+void DatabaseOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--dsn", dsn, "libpq connection string (prefer --dsn-file or OUTBOX_DSN from a Secret)")
+      ->envname("OUTBOX_DSN");
+  cmd.add_option("--dsn-file", dsn_file, "file holding the connection string (a mounted Secret)")
+      ->envname("OUTBOX_DSN_FILE");
+  cmd.add_option("--table", table, "outbox table, [schema.]name")
+      ->envname("OUTBOX_TABLE")
+      ->capture_default_str();
+}
+
+std::string read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw std::invalid_argument("cannot read " + path);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) {
+    s.pop_back();
+  }
+  return s;
+}
+
+std::string DatabaseOptions::resolve_dsn() const {
+  if (!dsn.empty()) {
+    return dsn;
+  }
+  if (!dsn_file.empty()) {
+    return read_secret_file(dsn_file);
+  }
+  throw std::invalid_argument("no database given: set --dsn-file, OUTBOX_DSN_FILE or OUTBOX_DSN");
+}
+
+}  // namespace outbox::cli

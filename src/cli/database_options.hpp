@@ -1,0 +1,27 @@
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace outbox::cli {
+
+// --dsn / --dsn-file / OUTBOX_DSN(_FILE) and --table, shared by every command
+// that talks to the outbox table. The DSN is a secret: it comes from a Secret
+// (as an environment variable or a mounted file) and is never logged unredacted.
+struct DatabaseOptions {
+  std::string dsn;
+  std::string dsn_file;
+  std::string table = "public.outbox_event";
+
+  void add_to(CLI::App& cmd);
+  // The DSN from --dsn or the file; throws std::invalid_argument if neither is given.
+  std::string resolve_dsn() const;
+};
+
+// Reads a whole file, trimming one trailing newline (as Secret files often have).
+std::string read_secret_file(const std::string& path);
+
+}  // namespace outbox::cli

@@ -1,0 +1,195 @@
+#include "kafka/producer.hpp"
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+namespace outbox::kafka {
+
+ErrorClass classify_error(int code) {
+  switch (static_cast<RdKafka::ErrorCode>(code)) {
+    case RdKafka::ERR_NO_ERROR:
+      return ErrorClass::kNone;
+    case RdKafka::ERR__MSG_TIMED_OUT:
+    case RdKafka::ERR__TIMED_OUT:
+    case RdKafka::ERR__TRANSPORT:
+    case RdKafka::ERR__ALL_BROKERS_DOWN:
+    case RdKafka::ERR__QUEUE_FULL:
+    case RdKafka::ERR__PURGE_QUEUE:
+    case RdKafka::ERR__PURGE_INFLIGHT:
+    case RdKafka::ERR_REQUEST_TIMED_OUT:
+    case RdKafka::ERR_NETWORK_EXCEPTION:
+    case RdKafka::ERR_LEADER_NOT_AVAILABLE:
+    case RdKafka::ERR_NOT_LEADER_FOR_PARTITION:
+    case RdKafka::ERR_NOT_ENOUGH_REPLICAS:
+    case RdKafka::ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case RdKafka::ERR_BROKER_NOT_AVAILABLE:
+      return ErrorClass::kUnreachable;
+    case RdKafka::ERR_MSG_SIZE_TOO_LARGE:
+    case RdKafka::ERR_RECORD_LIST_TOO_LARGE:
+    case RdKafka::ERR_INVALID_MSG:
+    case RdKafka::ERR_INVALID_RECORD:
+    case RdKafka::ERR_TOPIC_EXCEPTION:
+    case RdKafka::ERR__INVALID_ARG:
+    case RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED:
+      return ErrorClass::kPermanent;
+    default:
+      return ErrorClass::kRetryable;
+  }
+}
+
+std::string topic_name_problem(const std::string& topic) {
+  if (topic.empty()) {
+    return "topic name is empty";
+  }
+  if (topic.size() > 249) {
+    return "topic name longer than 249 characters";
+  }
+  if (topic == "." || topic == "..") {
+    return "topic name cannot be '.' or '..'";
+  }
+  for (char c : topic) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return "topic name \"" + topic + "\" has a character outside [a-zA-Z0-9._-]";
+    }
+  }
+  return {};
+}
+
+struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKafka::EventCb {
+  std::vector<Delivery>* results = nullptr;
+  std::size_t outstanding = 0;
+  // Reports of a batch that timed out can arrive during a later batch; the
+  // generation in each message's opaque keeps them from landing on the wrong event.
+  std::uint32_t generation = 0;
+
+  void dr_cb(RdKafka::Message& m) override {
+    auto opaque = reinterpret_cast<std::uintptr_t>(m.msg_opaque());
+    if ((opaque >> 32) != generation) {
+      return;  // a straggler from an earlier batch, already counted as not delivered
+    }
+    std::size_t index = opaque & 0xffffffffu;
+    if (results != nullptr && index < results->size()) {
+      Delivery& d = (*results)[index];
+      d.error_class = classify_error(m.err());
+      d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : m.errstr();
+      d.partition = m.partition();
+      d.offset = m.offset();
+    }
+    if (outstanding > 0) {
+      --outstanding;
+    }
+  }
+
+  void event_cb(RdKafka::Event& e) override {
+    if (e.type() == RdKafka::Event::EVENT_ERROR) {
+      spdlog::warn("kafka: {}", e.str());
+    } else if (e.type() == RdKafka::Event::EVENT_LOG && e.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
+      spdlog::warn("kafka: {} {}", e.fac(), e.str());
+    }
+  }
+};
+
+BatchProducer::BatchProducer(const ProducerConfig& config)
+    : callbacks_(std::make_unique<Callbacks>()),
+      wait_limit_(config.message_timeout + std::chrono::seconds(5)) {
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  std::string err;
+  auto set = [&](const std::string& key, const std::string& value) {
+    if (conf->set(key, value, err) != RdKafka::Conf::CONF_OK) {
+      // Name the property, never its value: it may be a password.
+      throw std::invalid_argument("kafka property " + key + " rejected: " + err);
+    }
+  };
+  set("bootstrap.servers", config.bootstrap_servers);
+  // Idempotence implies acks=all and in-order retries per partition.
+  set("enable.idempotence", "true");
+  set("acks", "all");
+  // Same key -> same partition as the Java client, so mixed producers agree.
+  set("partitioner", "murmur2_random");
+  set("linger.ms", std::to_string(config.linger.count()));
+  set("message.timeout.ms", std::to_string(config.message_timeout.count()));
+  for (const auto& [key, value] : config.properties) {
+    set(key, value);
+  }
+  if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(callbacks_.get()), err) !=
+          RdKafka::Conf::CONF_OK ||
+      conf->set("event_cb", static_cast<RdKafka::EventCb*>(callbacks_.get()), err) !=
+          RdKafka::Conf::CONF_OK) {
+    throw std::runtime_error("kafka callbacks: " + err);
+  }
+  producer_.reset(RdKafka::Producer::create(conf.get(), err));
+  if (!producer_) {
+    throw std::runtime_error("kafka producer: " + err);
+  }
+}
+
+BatchProducer::~BatchProducer() {
+  if (producer_) {
+    producer_->flush(5000);
+  }
+}
+
+std::vector<Delivery> BatchProducer::publish(const std::vector<Message>& messages) {
+  // Until its report says otherwise, a message counts as not delivered.
+  std::vector<Delivery> results(messages.size(),
+                                Delivery{ErrorClass::kUnreachable, "no delivery report", -1, -1});
+  callbacks_->results = &results;
+  callbacks_->outstanding = 0;
+  const std::uintptr_t generation = ++callbacks_->generation;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    RdKafka::Headers* headers = RdKafka::Headers::create();
+    for (const auto& [name, value] : m.headers) {
+      headers->add(name, value);
+    }
+    RdKafka::ErrorCode code;
+    while (true) {
+      code = producer_->produce(m.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+                                const_cast<char*>(m.payload.data()), m.payload.size(), m.key.data(),
+                                m.key.size(), 0, headers,
+                                reinterpret_cast<void*>((generation << 32) | i));
+      if (code != RdKafka::ERR__QUEUE_FULL) {
+        break;
+      }
+      producer_->poll(10);  // local queue full: let deliveries drain, then retry
+    }
+    if (code == RdKafka::ERR_NO_ERROR) {
+      ++callbacks_->outstanding;  // headers now belong to librdkafka
+    } else {
+      delete headers;
+      results[i].error_class = classify_error(code);
+      results[i].error = RdKafka::err2str(code);
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + wait_limit_;
+  while (callbacks_->outstanding > 0 && std::chrono::steady_clock::now() < deadline) {
+    producer_->poll(50);
+  }
+  if (callbacks_->outstanding > 0) {
+    // Reports that never came: purge so no late report writes into a dead vector,
+    // and count them as not delivered (they may have been; at-least-once allows it).
+    producer_->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
+    producer_->poll(0);
+  }
+  callbacks_->results = nullptr;
+  return results;
+}
+
+void BatchProducer::flush(std::chrono::milliseconds timeout) {
+  producer_->flush(static_cast<int>(timeout.count()));
+}
+
+bool BatchProducer::probe(std::chrono::milliseconds timeout) {
+  RdKafka::Metadata* raw = nullptr;
+  auto code = producer_->metadata(false, nullptr, &raw, static_cast<int>(timeout.count()));
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  return code == RdKafka::ERR_NO_ERROR && metadata && !metadata->brokers()->empty();
+}
+
+}  // namespace outbox::kafka

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace RdKafka {
+class Producer;
+}
+
+namespace outbox::kafka {
+
+// How the relay must treat a delivery error (DESIGN §5: count attempts only
+// for real refusals).
+enum class ErrorClass {
+  kNone,         // delivered
+  kUnreachable,  // broker down, timed out, queue full: defer, burn no attempt
+  kRetryable,    // refused by the broker for a reason that may pass: count an attempt
+  kPermanent,    // can never succeed (too large, invalid topic): FAILED now
+};
+
+ErrorClass classify_error(int rdkafka_error_code);
+
+struct Message {
+  std::string topic;
+  std::string key;
+  std::string payload;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct Delivery {
+  ErrorClass error_class = ErrorClass::kNone;
+  std::string error;  // the broker's or librdkafka's reason
+  int partition = -1;
+  long long offset = -1;
+};
+
+struct ProducerConfig {
+  std::string bootstrap_servers;
+  // librdkafka properties passed through (SASL, TLS, tuning). Values may be
+  // secrets: they are never logged.
+  std::map<std::string, std::string> properties;
+  std::chrono::milliseconds message_timeout{10000};
+  std::chrono::milliseconds linger{2};
+};
+
+// An idempotent (acks=all) producer that publishes a batch and waits for every
+// delivery report, so the caller can mark exactly what the broker acknowledged.
+class BatchProducer {
+ public:
+  // Throws std::invalid_argument naming a rejected property.
+  explicit BatchProducer(const ProducerConfig& config);
+  ~BatchProducer();
+  BatchProducer(const BatchProducer&) = delete;
+  BatchProducer& operator=(const BatchProducer&) = delete;
+
+  // Produces the messages in order and waits for all their reports. Messages of
+  // one key go to one partition, where the idempotent producer keeps their order.
+  std::vector<Delivery> publish(const std::vector<Message>& messages);
+
+  // Waits for in-flight messages (graceful shutdown).
+  void flush(std::chrono::milliseconds timeout);
+
+  // Asks the cluster for metadata: true when a broker answers within `timeout`.
+  // The relay probes this way while paused instead of timing out whole batches.
+  bool probe(std::chrono::milliseconds timeout);
+
+ private:
+  struct Callbacks;
+  std::unique_ptr<Callbacks> callbacks_;
+  std::unique_ptr<RdKafka::Producer> producer_;
+  std::chrono::milliseconds wait_limit_;
+};
+
+// Returns an empty string when `topic` is a legal Kafka topic name, else why not.
+std::string topic_name_problem(const std::string& topic);
+
+}  // namespace outbox::kafka

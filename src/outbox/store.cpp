@@ -1,0 +1,121 @@
+#include "outbox/store.hpp"
+
+namespace outbox {
+
+OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
+    : conn_(conn), table_(std::move(table)) {
+  const std::string q = table_.quoted();
+  // e: candidate; h: an earlier event of the same key that is not due yet. Only
+  // retrying rows can be not due, so the probe uses the tiny "_retrying" index.
+  claim_sql_ =
+      "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
+      "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
+      "e.retry_count, e.shard FROM " +
+      q +
+      " e WHERE e.status = 0 AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
+      "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM " +
+      q +
+      " h WHERE h.status = 0 AND h.retry_count > 0 AND h.biz_id = e.biz_id AND h.id < e.id "
+      "AND h.next_retry_time > now()) ORDER BY e.id LIMIT $2";
+  mark_sql_ = "UPDATE " + q +
+              " SET status = 1, sent_at = now(), updated_at = now(), last_error = NULL "
+              "WHERE id = ANY($1::bigint[]) AND status = 0";
+  delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = 0";
+}
+
+std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,
+                                                  const std::vector<std::int64_t>& exclude) {
+  std::vector<OutboxEvent> events;
+  if (shards.empty() || limit <= 0) {
+    return events;
+  }
+  pqxx::nontransaction tx(conn_);
+  auto rows = tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_int_array(exclude));
+  events.reserve(rows.size());
+  for (const auto& r : rows) {
+    OutboxEvent e;
+    e.id = r[0].as<std::int64_t>();
+    e.event_id = r[1].as<std::string>();
+    e.biz_type = r[2].as<std::string>();
+    e.biz_id = r[3].as<std::string>();
+    e.payload = r[4].as<std::string>();
+    e.created_at = r[5].as<std::string>();
+    e.retry_count = r[6].as<int>();
+    e.shard = r[7].as<int>();
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+std::int64_t OutboxStore::mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows) {
+  if (ids.empty()) {
+    return 0;
+  }
+  pqxx::nontransaction tx(conn_);
+  auto res = tx.exec_params(delete_rows ? delete_sql_ : mark_sql_, pg_int_array(ids));
+  return static_cast<std::int64_t>(res.affected_rows());
+}
+
+void OutboxStore::record_failures(const std::vector<RetryDecision>& decisions) {
+  if (decisions.empty()) {
+    return;
+  }
+  std::vector<std::int64_t> ids;
+  std::vector<std::int64_t> delays_ms;
+  std::vector<int> failed;
+  std::string errors = "{";
+  for (std::size_t i = 0; i < decisions.size(); ++i) {
+    ids.push_back(decisions[i].id);
+    delays_ms.push_back(decisions[i].delay.count());
+    failed.push_back(decisions[i].failed ? 1 : 0);
+    // Array literal element: double-quoted, with \ and " escaped.
+    std::string err;
+    for (char c : decisions[i].error.substr(0, 2000)) {
+      if (c == '"' || c == '\\') {
+        err += '\\';
+      }
+      err += c;
+    }
+    errors += (i > 0 ? ",\"" : "\"") + err + "\"";
+  }
+  errors += "}";
+  pqxx::nontransaction tx(conn_);
+  tx.exec_params("UPDATE " + table_.quoted() +
+                     " AS t SET retry_count = t.retry_count + 1, "
+                     "status = CASE WHEN d.failed = 1 THEN 2 ELSE 0 END, "
+                     "next_retry_time = now() + d.delay_ms * interval '1 millisecond', "
+                     "last_error = d.error, updated_at = now() "
+                     "FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[]) "
+                     "AS d(id, delay_ms, failed, error) WHERE t.id = d.id AND t.status = 0",
+                 pg_int_array(ids), pg_int_array(delays_ms), pg_int_array(failed), errors);
+}
+
+Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
+  pqxx::nontransaction tx(conn_);
+  // Pending rows are few (partial index); failed rows are counted through the
+  // "_done" partial index. Ages use the database clock, not the relay's.
+  auto r = tx.exec_params(
+      "SELECT count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 0 AND "
+      "created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() - "
+      "min(created_at) FILTER (WHERE status = 0)), 0) FROM " +
+          table_.quoted() + " WHERE status = 0",
+      static_cast<std::int64_t>(stuck_after.count()));
+  Backlog b;
+  b.pending = r[0][0].as<std::int64_t>();
+  b.stuck = r[0][1].as<std::int64_t>();
+  b.oldest_pending_seconds = r[0][2].as<double>();
+  auto f = tx.exec("SELECT count(*) FROM " + table_.quoted() + " WHERE status = 2");
+  b.failed = f[0][0].as<std::int64_t>();
+  return b;
+}
+
+std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,
+                    const std::string& biz_id, const std::string& payload_json) {
+  auto r = tx.exec_params("INSERT INTO " + table.quoted() +
+                              " (biz_type, biz_id, payload) VALUES ($1, $2, $3::jsonb) "
+                              "RETURNING event_id::text",
+                          biz_type, biz_id, payload_json);
+  return r[0][0].as<std::string>();
+}
+
+}  // namespace outbox

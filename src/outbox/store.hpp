@@ -1,0 +1,94 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outbox/table.hpp"
+
+namespace outbox {
+
+struct OutboxEvent {
+  std::int64_t id = 0;
+  std::string event_id;
+  std::string biz_type;
+  std::string biz_id;
+  std::string payload;
+  std::string created_at;  // RFC 3339, database clock
+  int retry_count = 0;
+  int shard = 0;
+};
+
+// What to do with one event after a failed delivery.
+struct RetryDecision {
+  std::int64_t id = 0;
+  bool failed = false;                    // true: FAILED for good (poison or attempts used up)
+  std::chrono::milliseconds delay{0};     // when !failed: wait this long before the next try
+  std::string error;
+};
+
+struct Backlog {
+  std::int64_t pending = 0;
+  std::int64_t failed = 0;
+  std::int64_t stuck = 0;                  // pending and older than the stuck threshold
+  double oldest_pending_seconds = 0;       // measured on the database clock
+};
+
+// The SQL side of the relay: claim, mark, reschedule. All statements run outside
+// explicit transactions (autocommit), so no transaction ever spans a Kafka call.
+// Call it on the session that holds the shard locks: the locks die with that
+// session, so a write-back that succeeds proves the shards were still owned
+// (the fencing check).
+class OutboxStore {
+ public:
+  OutboxStore(pqxx::connection& conn, TableName table);
+
+  // Up to `limit` due pending events of `shards`, in id order, leaving out every
+  // event whose key has an earlier pending event still waiting for its retry
+  // (per-key order). `exclude` holds ids already in flight.
+  std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
+                                       const std::vector<std::int64_t>& exclude = {});
+
+  // Marks delivered events sent (or deletes them) in one statement. Returns rows changed.
+  std::int64_t mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows);
+
+  // Records failed deliveries: retry_count + 1 with a backoff, or FAILED.
+  void record_failures(const std::vector<RetryDecision>& decisions);
+
+  // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
+  Backlog backlog(std::chrono::seconds stuck_after);
+
+  const TableName& table() const { return table_; }
+
+ private:
+  pqxx::connection& conn_;
+  TableName table_;
+  std::string claim_sql_;
+  std::string mark_sql_;
+  std::string delete_sql_;
+};
+
+// Writes one event inside the caller's transaction (the C++ enqueue helper).
+// Returns the event_id. The caller commits: a rollback leaves no trace.
+std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,
+                    const std::string& biz_id, const std::string& payload_json);
+
+// Renders a PostgreSQL array literal of integers ({1,2,3}) for a ::bigint[] parameter.
+template <typename Int>
+std::string pg_int_array(const std::vector<Int>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) {
+      out += ',';
+    }
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace outbox

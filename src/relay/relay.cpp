@@ -1,0 +1,306 @@
+#include "relay/relay.hpp"
+
+#include <unistd.h>
+
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/log.hpp"
+#include "outbox/schema.hpp"
+#include "outbox/shards.hpp"
+
+namespace outbox::relay {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long long now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// Wakes the relay when the insert trigger signals new rows. It listens for the
+// whole session, so a NOTIFY sent while a batch is in flight is not lost.
+class Relay::WakeUp : public pqxx::notification_receiver {
+ public:
+  WakeUp(pqxx::connection_base& c, const std::string& channel)
+      : pqxx::notification_receiver(c, channel) {}
+  void operator()(const std::string&, int) override { woken = true; }
+  bool woken = false;
+};
+
+RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
+    : published(r.counter("outbox_events_published_total", "Events acknowledged by Kafka and marked sent",
+                          {{"table", table}})),
+      failed(r.counter("outbox_events_failed_total", "Events moved to FAILED (poison or attempts used up)",
+                       {{"table", table}})),
+      retried(r.counter("outbox_events_retried_total", "Delivery failures that scheduled a retry",
+                        {{"table", table}})),
+      deferred(r.counter("outbox_events_deferred_total",
+                         "Events left pending, no attempt counted, because Kafka was unreachable",
+                         {{"table", table}})),
+      order_anomalies(r.counter("outbox_order_anomalies_total",
+                                "Events delivered after an earlier event of the same key failed",
+                                {{"table", table}})),
+      batch_size(r.histogram("outbox_batch_size", "Events per claimed batch",
+                             {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, {{"table", table}})),
+      publish_latency(r.histogram("outbox_publish_latency_seconds",
+                                  "From claim to the last delivery report of a batch",
+                                  metrics::latency_buckets(), {{"table", table}})),
+      pending(r.gauge("outbox_pending_events", "Pending events (database clock)", {{"table", table}})),
+      failed_events(r.gauge("outbox_failed_events", "Events in FAILED", {{"table", table}})),
+      stuck(r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold",
+                    {{"table", table}})),
+      oldest_pending_seconds(r.gauge("outbox_oldest_pending_seconds",
+                                     "Age of the oldest pending event, on the database clock",
+                                     {{"table", table}})),
+      shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", {{"table", table}})),
+      members(r.gauge("outbox_relay_members", "Live relay replicas on this table", {{"table", table}})),
+      database_up(r.gauge("outbox_database_up", "1 when the database session is up", {{"table", table}})),
+      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka",
+                       {{"table", table}})) {}
+
+Relay::Relay(RelayConfig config, metrics::Registry& registry)
+    : config_(std::move(config)),
+      table_(TableName::parse(config_.table)),
+      router_(config_.topic_template, config_.routes),
+      metrics_(registry, table_.plain()),
+      producer_(config_.kafka),
+      rng_(std::random_device{}()) {
+  if (config_.batch_size < 1) {
+    throw std::invalid_argument("batch size must be at least 1");
+  }
+  if (config_.max_attempts < 1) {
+    throw std::invalid_argument("max attempts must be at least 1");
+  }
+  if (config_.identity.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    config_.identity = std::string(host) + "/" + std::to_string(::getpid());
+  }
+  last_beat_ms_ = now_ms();
+}
+
+Relay::~Relay() = default;
+
+std::chrono::milliseconds Relay::since_last_beat() const {
+  return std::chrono::milliseconds(now_ms() - last_beat_ms_.load());
+}
+
+void Relay::connect() {
+  conn_ = std::make_unique<pqxx::connection>(config_.dsn);
+  TableInfo info = inspect_table(*conn_, table_);
+  shards_ = std::make_unique<ShardOwnership>(*conn_, table_, info.shard_count);
+  store_ = std::make_unique<OutboxStore>(*conn_, table_);
+  wake_ = std::make_unique<WakeUp>(*conn_, table_.notify_channel());
+  shards_->join();
+  next_rebalance_ = Clock::now();
+  next_backlog_ = Clock::now();
+  metrics_.database_up.set(1);
+  ready_ = true;
+  spdlog::info("relay {} connected to {} ({}), member slot {}, {} shards", config_.identity,
+               redact_dsn(config_.dsn), table_.plain(), shards_->member_slot(), info.shard_count);
+}
+
+void Relay::disconnect() {
+  ready_ = false;
+  metrics_.database_up.set(0);
+  metrics_.shards_owned.set(0);
+  store_.reset();
+  shards_.reset();
+  wake_.reset();
+  conn_.reset();  // closing the session releases every advisory lock it held
+}
+
+void Relay::run(const std::atomic<bool>& stop) {
+  std::chrono::milliseconds db_backoff{500};
+  bool logged_down = false;
+  while (!stop) {
+    try {
+      if (!conn_) {
+        connect();
+        db_backoff = std::chrono::milliseconds{500};
+        if (logged_down) {
+          spdlog::info("database reachable again");
+          logged_down = false;
+        }
+      }
+      step(stop);
+    } catch (const pqxx::broken_connection& e) {
+      // One clear line per outage, not a stack trace per retry.
+      if (!logged_down) {
+        spdlog::error("database unreachable ({}): {}; retrying with backoff", redact_dsn(config_.dsn),
+                      e.what());
+        logged_down = true;
+      }
+      disconnect();
+      for (auto until = Clock::now() + db_backoff; Clock::now() < until && !stop;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      db_backoff = std::min(db_backoff * 2, std::chrono::milliseconds{10'000});
+    }
+    last_beat_ms_ = now_ms();
+  }
+  // Graceful shutdown: step() never leaves a batch half-done, so nothing is in
+  // flight; flush anyway, then hand the shards back at once.
+  producer_.flush(std::chrono::seconds(10));
+  if (shards_) {
+    try {
+      shards_->release_all();
+    } catch (const std::exception& e) {
+      spdlog::warn("releasing shards: {}", e.what());
+    }
+  }
+  disconnect();
+  spdlog::info("relay {} stopped", config_.identity);
+}
+
+// One turn of the loop: keep the shard share fresh, then claim, publish, mark.
+void Relay::step(const std::atomic<bool>& stop) {
+  const auto now = Clock::now();
+  if (now >= next_rebalance_) {
+    if (shards_->rebalance()) {
+      spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
+                   shards_->owned().size(), shards_->shard_count(), shards_->live_members());
+    }
+    metrics_.shards_owned.set(static_cast<double>(shards_->owned().size()));
+    metrics_.members.set(shards_->live_members());
+    next_rebalance_ = now + config_.rebalance_interval;
+  }
+  maybe_measure_backlog();
+
+  if (now < kafka_paused_until_) {
+    wake_->woken = false;  // new rows don't end a pause; only the pause's end does
+    wait_for_work(stop, std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - now));
+    if (!stop && Clock::now() >= kafka_paused_until_ && producer_.probe(std::chrono::seconds(2))) {
+      spdlog::info("kafka reachable again; resuming");
+      kafka_paused_until_ = {};
+      kafka_pause_ = {};
+      metrics_.kafka_up.set(1);
+    } else if (!stop && Clock::now() >= kafka_paused_until_) {
+      kafka_pause_ = std::min(kafka_pause_ * 2, std::chrono::milliseconds{30'000});
+      kafka_paused_until_ = Clock::now() + kafka_pause_;
+    }
+    return;
+  }
+
+  wake_->woken = false;  // a NOTIFY from now on means rows this claim may not see
+  std::vector<OutboxEvent> batch = store_->claim_batch(shards_->owned(), config_.batch_size);
+  if (batch.empty()) {
+    wait_for_work(stop, config_.poll_interval);
+    return;
+  }
+  if (!publish_batch(batch)) {
+    // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
+    kafka_pause_ = std::chrono::milliseconds{1000};
+    kafka_paused_until_ = Clock::now() + kafka_pause_;
+    metrics_.kafka_up.set(0);
+    spdlog::warn("kafka unreachable: {} events deferred without counting an attempt; pausing claims",
+                 batch.size());
+  }
+}
+
+// Publishes one claimed batch and writes the outcome back in at most two
+// statements. Returns false when Kafka was unreachable.
+bool Relay::publish_batch(const std::vector<OutboxEvent>& batch) {
+  const auto started = Clock::now();
+  std::vector<kafka::Message> messages;
+  std::vector<std::size_t> produced;  // batch index of each message
+  std::vector<RetryDecision> decisions;
+  messages.reserve(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const OutboxEvent& e = batch[i];
+    std::string topic = router_.topic_for(e.biz_type);
+    if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
+      decisions.push_back({e.id, true, {}, "routing: " + problem});
+      continue;
+    }
+    messages.push_back({std::move(topic), e.biz_id, e.payload,
+                        {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
+    produced.push_back(i);
+  }
+  std::vector<kafka::Delivery> deliveries = producer_.publish(messages);
+
+  std::vector<std::int64_t> delivered;
+  std::set<std::string> blocked_keys;  // keys with an earlier event not delivered in this batch
+  bool unreachable = false;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (std::size_t m = 0; m < deliveries.size(); ++m) {
+    const OutboxEvent& e = batch[produced[m]];
+    const kafka::Delivery& d = deliveries[m];
+    switch (d.error_class) {
+      case kafka::ErrorClass::kNone:
+        if (blocked_keys.count(e.biz_id) != 0) {
+          metrics_.order_anomalies.inc();
+        }
+        delivered.push_back(e.id);
+        break;
+      case kafka::ErrorClass::kUnreachable:
+        unreachable = true;
+        blocked_keys.insert(e.biz_id);
+        metrics_.deferred.inc();
+        break;
+      case kafka::ErrorClass::kPermanent:
+        decisions.push_back({e.id, true, {}, d.error});
+        break;
+      case kafka::ErrorClass::kRetryable: {
+        int attempts = e.retry_count + 1;
+        bool give_up = attempts >= config_.max_attempts;
+        decisions.push_back({e.id, give_up, config_.backoff.delay(attempts, unit(rng_)), d.error});
+        blocked_keys.insert(e.biz_id);
+        break;
+      }
+    }
+  }
+  store_->mark_sent(delivered, config_.delete_on_sent);
+  store_->record_failures(decisions);
+
+  for (const auto& d : decisions) {
+    if (d.failed) {
+      metrics_.failed.inc();
+      spdlog::warn("event id {} FAILED: {}", d.id, d.error);
+    } else {
+      metrics_.retried.inc();
+    }
+  }
+  metrics_.published.inc(static_cast<double>(delivered.size()));
+  metrics_.batch_size.observe(static_cast<double>(batch.size()));
+  metrics_.publish_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
+  if (!unreachable) {
+    metrics_.kafka_up.set(1);
+  }
+  return !unreachable;
+}
+
+// Sleeps until a NOTIFY arrives, `limit` passes, or `stop` is set.
+void Relay::wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit) {
+  conn_->get_notifs();
+  const auto until = Clock::now() + limit;
+  while (!stop && !wake_->woken && Clock::now() < until) {
+    auto slice = std::min<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()),
+        std::chrono::milliseconds(200));
+    conn_->await_notification(0, static_cast<long>(std::max<long long>(slice.count(), 1) * 1000));
+    last_beat_ms_ = now_ms();
+  }
+}
+
+void Relay::maybe_measure_backlog() {
+  const auto now = Clock::now();
+  if (now < next_backlog_) {
+    return;
+  }
+  next_backlog_ = now + config_.backlog_interval;
+  Backlog b = store_->backlog(config_.stuck_after);
+  metrics_.pending.set(static_cast<double>(b.pending));
+  metrics_.failed_events.set(static_cast<double>(b.failed));
+  metrics_.stuck.set(static_cast<double>(b.stuck));
+  metrics_.oldest_pending_seconds.set(b.oldest_pending_seconds);
+}
+
+}  // namespace outbox::relay

@@ -1,0 +1,104 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kafka/producer.hpp"
+#include "metrics/registry.hpp"
+#include "outbox/store.hpp"
+#include "outbox/table.hpp"
+#include "relay/backoff.hpp"
+#include "relay/topic_router.hpp"
+
+namespace outbox {
+class ShardOwnership;
+}
+
+namespace outbox::relay {
+
+struct RelayConfig {
+  std::string dsn;  // a secret: never logged unredacted
+  std::string table = "public.outbox_event";
+  kafka::ProducerConfig kafka;
+  std::string topic_template = "outbox.{biz_type}";
+  std::map<std::string, std::string> routes;  // biz_type -> topic
+  int batch_size = 500;
+  std::chrono::milliseconds poll_interval{2000};
+  bool delete_on_sent = false;  // onSent: Delete instead of Mark
+  int max_attempts = 10;
+  BackoffPolicy backoff;
+  std::chrono::seconds stuck_after{600};
+  std::chrono::milliseconds rebalance_interval{1000};
+  std::chrono::milliseconds backlog_interval{5000};
+  std::string identity;  // for logs; defaults to host name and pid
+};
+
+// Counters and gauges a relay exports, all labelled with the table.
+struct RelayMetrics {
+  RelayMetrics(metrics::Registry& registry, const std::string& table);
+  metrics::Counter& published;
+  metrics::Counter& failed;
+  metrics::Counter& retried;
+  metrics::Counter& deferred;
+  metrics::Counter& order_anomalies;
+  metrics::Histogram& batch_size;
+  metrics::Histogram& publish_latency;
+  metrics::Gauge& pending;
+  metrics::Gauge& failed_events;
+  metrics::Gauge& stuck;
+  metrics::Gauge& oldest_pending_seconds;
+  metrics::Gauge& shards_owned;
+  metrics::Gauge& members;
+  metrics::Gauge& database_up;
+  metrics::Gauge& kafka_up;
+};
+
+// The long-running relay worker: claims committed outbox rows of the shards it
+// owns, publishes them, marks what the broker acknowledged. See DESIGN §5 for the
+// semantics it keeps; docs/relay.md explains how.
+class Relay {
+ public:
+  Relay(RelayConfig config, metrics::Registry& registry);
+  ~Relay();
+
+  // Runs until `stop` becomes true; then finishes the batch in flight, marks what
+  // was delivered, releases its shards and returns. Database and broker outages
+  // are retried with backoff, never thrown. Bad configuration is thrown.
+  void run(const std::atomic<bool>& stop);
+
+  bool ready() const { return ready_.load(); }
+  // Milliseconds since the loop last made progress (for /healthz).
+  std::chrono::milliseconds since_last_beat() const;
+
+ private:
+  void connect();
+  void disconnect();
+  void step(const std::atomic<bool>& stop);
+  bool publish_batch(const std::vector<OutboxEvent>& batch);
+  void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
+  void maybe_measure_backlog();
+
+  RelayConfig config_;
+  TableName table_;
+  TopicRouter router_;
+  RelayMetrics metrics_;
+  kafka::BatchProducer producer_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<ShardOwnership> shards_;
+  std::unique_ptr<OutboxStore> store_;
+  class WakeUp;
+  std::unique_ptr<WakeUp> wake_;
+  std::mt19937_64 rng_;
+  std::atomic<bool> ready_{false};
+  std::atomic<long long> last_beat_ms_{0};
+  std::chrono::steady_clock::time_point next_rebalance_{};
+  std::chrono::steady_clock::time_point next_backlog_{};
+  std::chrono::steady_clock::time_point kafka_paused_until_{};
+  std::chrono::milliseconds kafka_pause_{0};
+};
+
+}  // namespace outbox::relay

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <string>
+
+// Access to the real services that scripts/testbed/up.sh started. Integration and
+// e2e tests fail (not skip) when a service they need was not provided: a green run
+// must mean the behaviour was exercised.
+namespace outbox::testbed {
+
+// Value of an environment variable the test bed exports; fails the test if unset.
+std::string require_env(const char* name);
+
+std::string postgres_dsn();      // OUTBOX_TEST_PG_DSN
+std::string kafka_bootstrap();   // OUTBOX_TEST_KAFKA_BOOTSTRAP
+std::string kubeconfig_path();   // OUTBOX_TEST_KUBECONFIG (admin, client certificate)
+
+// Runs scripts/testbed/ctl.sh <service> <action> (service: pg, kafka, kube;
+// action: start, stop, restart). Same ports as before, so clients can reconnect.
+void control(const std::string& service, const std::string& action);
+
+// A name unique to this process and call, for tables, topics and namespaces.
+std::string unique_name(const std::string& prefix);
+
+}  // namespace outbox::testbed
