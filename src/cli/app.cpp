@@ -3,8 +3,8 @@
 #include <iostream>
 #include <map>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "common/log.hpp"
 #include "common/version.hpp"

@@ -9,7 +9,8 @@
 namespace outbox::cli {
 
 void DatabaseOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("--dsn", dsn, "libpq connection string (prefer --dsn-file or OUTBOX_DSN from a Secret)")
+  cmd.add_option("--dsn", dsn,
+                 "libpq connection string (prefer --dsn-file or OUTBOX_DSN from a Secret)")
       ->envname("OUTBOX_DSN");
   cmd.add_option("--dsn-file", dsn_file, "file holding the connection string (a mounted Secret)")
       ->envname("OUTBOX_DSN_FILE");

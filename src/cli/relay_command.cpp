@@ -1,8 +1,8 @@
 #include <fstream>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
@@ -67,14 +67,17 @@ struct RelayOptions {
 }  // namespace
 
 Action add_relay_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("relay", "publish committed outbox events to Kafka (long-running)");
+  auto* cmd =
+      app.add_subcommand("relay", "publish committed outbox events to Kafka (long-running)");
   auto o = std::make_shared<RelayOptions>();
   o->db.add_to(*cmd);
-  cmd->set_config("--config", "", "configuration file (key = value lines; flags and env override it)");
+  cmd->set_config("--config", "",
+                  "configuration file (key = value lines; flags and env override it)");
   cmd->add_option("--brokers", o->brokers, "Kafka bootstrap servers")
       ->envname("OUTBOX_KAFKA_BOOTSTRAP")
       ->required();
-  cmd->add_option("--kafka-property", o->kafka_properties, "librdkafka property key=value (repeatable)");
+  cmd->add_option("--kafka-property", o->kafka_properties,
+                  "librdkafka property key=value (repeatable)");
   cmd->add_option("--kafka-properties-file", o->kafka_properties_file,
                   "librdkafka properties file (SASL, TLS), e.g. a mounted Secret")
       ->envname("OUTBOX_KAFKA_PROPERTIES_FILE");
@@ -93,12 +96,14 @@ Action add_relay_command(CLI::App& app) {
   cmd->add_option("--max-attempts", o->max_attempts, "delivery attempts before FAILED")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  cmd->add_option("--initial-backoff", o->initial_backoff, "first retry delay")->capture_default_str();
+  cmd->add_option("--initial-backoff", o->initial_backoff, "first retry delay")
+      ->capture_default_str();
   cmd->add_option("--max-backoff", o->max_backoff, "retry delay cap")->capture_default_str();
   cmd->add_option("--jitter", o->jitter, "retry delay jitter fraction")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--stuck-after", o->stuck_after, "pending age counted as stuck")->capture_default_str();
+  cmd->add_option("--stuck-after", o->stuck_after, "pending age counted as stuck")
+      ->capture_default_str();
   cmd->add_option("--message-timeout", o->message_timeout, "Kafka delivery timeout per batch")
       ->capture_default_str();
   cmd->add_option("--listen", o->listen, "address:port for /healthz, /readyz, /metrics")
@@ -133,7 +138,8 @@ Action add_relay_command(CLI::App& app) {
     if (c.backoff.max < c.backoff.initial) {
       throw std::invalid_argument("--max-backoff must be at least --initial-backoff");
     }
-    c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->stuck_after));
+    c.stuck_after =
+        std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->stuck_after));
 
     auto colon = o->listen.rfind(':');
     if (colon == std::string::npos) {
@@ -153,7 +159,8 @@ Action add_relay_command(CLI::App& app) {
         {{"/healthz",
           [&relay] {
             bool alive = relay.since_last_beat() < std::chrono::seconds(60);
-            return http::Response{alive ? 200 : 503, "text/plain", alive ? "ok\n" : "relay loop stalled\n"};
+            return http::Response{alive ? 200 : 503, "text/plain",
+                                  alive ? "ok\n" : "relay loop stalled\n"};
           }},
          {"/readyz",
           [&relay] {

@@ -5,7 +5,9 @@
 namespace outbox::cli {
 namespace {
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
 }  // namespace
 
 const std::atomic<bool>& install_stop_signals() {

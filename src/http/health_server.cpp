@@ -92,6 +92,8 @@ HealthServer::~HealthServer() {
   impl_->thread.join();
 }
 
-unsigned short HealthServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+unsigned short HealthServer::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
 }  // namespace outbox::http

@@ -22,7 +22,8 @@ class HealthServer {
   using Handler = std::function<Response()>;
 
   // Binds to address:port (port 0 picks a free one). Throws on bind failure.
-  HealthServer(const std::string& address, unsigned short port, std::map<std::string, Handler> routes);
+  HealthServer(const std::string& address, unsigned short port,
+               std::map<std::string, Handler> routes);
   ~HealthServer();
   HealthServer(const HealthServer&) = delete;
   HealthServer& operator=(const HealthServer&) = delete;

@@ -89,7 +89,8 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
   void event_cb(RdKafka::Event& e) override {
     if (e.type() == RdKafka::Event::EVENT_ERROR) {
       spdlog::warn("kafka: {}", e.str());
-    } else if (e.type() == RdKafka::Event::EVENT_LOG && e.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
+    } else if (e.type() == RdKafka::Event::EVENT_LOG &&
+               e.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
       spdlog::warn("kafka: {} {}", e.fac(), e.str());
     }
   }
@@ -150,9 +151,9 @@ std::vector<Delivery> BatchProducer::publish(const std::vector<Message>& message
     }
     RdKafka::ErrorCode code;
     while (true) {
-      code = producer_->produce(m.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-                                const_cast<char*>(m.payload.data()), m.payload.size(), m.key.data(),
-                                m.key.size(), 0, headers,
+      code = producer_->produce(m.topic, RdKafka::Topic::PARTITION_UA,
+                                RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(m.payload.data()),
+                                m.payload.size(), m.key.data(), m.key.size(), 0, headers,
                                 reinterpret_cast<void*>((generation << 32) | i));
       if (code != RdKafka::ERR__QUEUE_FULL) {
         break;

@@ -60,7 +60,9 @@ void Counter::inc(double by) {
   atomic_add(value_, by);
 }
 
-void Gauge::add(double by) { atomic_add(value_, by); }
+void Gauge::add(double by) {
+  atomic_add(value_, by);
+}
 
 Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {
   std::sort(bounds_.begin(), bounds_.end());

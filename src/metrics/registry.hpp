@@ -52,8 +52,8 @@ class Registry {
  public:
   Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
-  Histogram& histogram(const std::string& name, const std::string& help,
-                       std::vector<double> bounds, const Labels& labels = {});
+  Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
+                       const Labels& labels = {});
   std::string render() const;
 
  private:

@@ -7,11 +7,13 @@ namespace {
 
 // Columns the relay reads or writes; migrate creates them, inspect_table checks them.
 const std::vector<std::string> kRequiredColumns = {
-    "id",          "event_id",    "biz_type",        "biz_id",     "payload",
-    "status",      "retry_count", "next_retry_time", "last_error", "created_at",
-    "updated_at",  "sent_at",     "shard"};
+    "id",          "event_id",        "biz_type",   "biz_id",     "payload",    "status",
+    "retry_count", "next_retry_time", "last_error", "created_at", "updated_at", "sent_at",
+    "shard"};
 
-std::string meta_table(const TableName& t) { return "\"" + t.schema() + "\".\"outbox_meta\""; }
+std::string meta_table(const TableName& t) {
+  return "\"" + t.schema() + "\".\"outbox_meta\"";
+}
 
 // Version 1: the seed's outbox_event table (§2.1) translated to PostgreSQL.
 std::vector<std::string> version_1(const TableName& t, int shard_count) {
@@ -40,14 +42,12 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
           "shard integer GENERATED ALWAYS AS ((hashtext(biz_id) & 2147483647) % " +
           n + ") STORED)",
       // Claims scan pending rows only: the index stays small however many sent rows remain.
-      "CREATE INDEX IF NOT EXISTS " + idx + "_pending\" ON " + q +
-          " (shard, id) WHERE status = 0",
+      "CREATE INDEX IF NOT EXISTS " + idx + "_pending\" ON " + q + " (shard, id) WHERE status = 0",
       // Head-of-line check: an earlier event of the same key waiting for its retry.
       "CREATE INDEX IF NOT EXISTS " + idx + "_retrying\" ON " + q +
           " (biz_id, id) WHERE status = 0 AND retry_count > 0",
       // Retention walks sent rows by age; the monitor counts FAILED rows.
-      "CREATE INDEX IF NOT EXISTS " + idx + "_sent\" ON " + q +
-          " (created_at) WHERE status = 1",
+      "CREATE INDEX IF NOT EXISTS " + idx + "_sent\" ON " + q + " (created_at) WHERE status = 1",
       "CREATE INDEX IF NOT EXISTS " + idx + "_failed\" ON " + q + " (id) WHERE status = 2",
       // One NOTIFY per inserting statement wakes the relays at once.
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_notify") +
@@ -60,8 +60,9 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_enqueue") +
           "(p_biz_type text, p_biz_id text, p_payload jsonb) RETURNS uuid LANGUAGE sql AS "
           "$f$ INSERT INTO " +
-          q + " (biz_type, biz_id, payload) VALUES (p_biz_type, p_biz_id, p_payload) "
-              "RETURNING event_id $f$",
+          q +
+          " (biz_type, biz_id, payload) VALUES (p_biz_type, p_biz_id, p_payload) "
+          "RETURNING event_id $f$",
   };
 }
 
@@ -73,21 +74,20 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table, int shar
   }
   pqxx::work tx(conn);
   // Serialise concurrent migrations of the same table (two pods starting at once).
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))",
-                 table.plain());
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
   tx.exec("CREATE TABLE IF NOT EXISTS " + meta_table(table) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, shard_count integer NOT "
           "NULL, updated_at timestamptz NOT NULL DEFAULT now())");
   MigrationResult result;
-  auto row = tx.exec_params("SELECT version, shard_count FROM " + meta_table(table) +
-                                " WHERE table_name = $1",
-                            table.table());
+  auto row = tx.exec_params(
+      "SELECT version, shard_count FROM " + meta_table(table) + " WHERE table_name = $1",
+      table.table());
   if (!row.empty()) {
     result.from_version = row[0][0].as<int>();
     int existing_shards = row[0][1].as<int>();
     if (existing_shards != shard_count) {
-      result.applied.push_back("kept the existing shard count " +
-                               std::to_string(existing_shards) + " (fixed at creation)");
+      result.applied.push_back("kept the existing shard count " + std::to_string(existing_shards) +
+                               " (fixed at creation)");
     }
   }
   if (result.from_version > kSchemaVersion) {
@@ -132,13 +132,13 @@ TableInfo inspect_table(pqxx::connection& conn, const TableName& table) {
     }
   }
   if (!missing.empty()) {
-    throw SchemaError("table " + table.plain() + " lacks the columns the relay needs: " +
-                      missing + " (create it with `outbox-operator migrate`)");
+    throw SchemaError("table " + table.plain() + " lacks the columns the relay needs: " + missing +
+                      " (create it with `outbox-operator migrate`)");
   }
   TableInfo info;
-  auto meta = tx.exec_params("SELECT version, shard_count FROM " + meta_table(table) +
-                                 " WHERE table_name = $1",
-                             table.table());
+  auto meta = tx.exec_params(
+      "SELECT version, shard_count FROM " + meta_table(table) + " WHERE table_name = $1",
+      table.table());
   if (meta.empty()) {
     throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
                       ".outbox_meta: run `outbox-operator migrate`");

@@ -26,16 +26,16 @@ struct OutboxEvent {
 // What to do with one event after a failed delivery.
 struct RetryDecision {
   std::int64_t id = 0;
-  bool failed = false;                    // true: FAILED for good (poison or attempts used up)
-  std::chrono::milliseconds delay{0};     // when !failed: wait this long before the next try
+  bool failed = false;                 // true: FAILED for good (poison or attempts used up)
+  std::chrono::milliseconds delay{0};  // when !failed: wait this long before the next try
   std::string error;
 };
 
 struct Backlog {
   std::int64_t pending = 0;
   std::int64_t failed = 0;
-  std::int64_t stuck = 0;                  // pending and older than the stuck threshold
-  double oldest_pending_seconds = 0;       // measured on the database clock
+  std::int64_t stuck = 0;             // pending and older than the stuck threshold
+  double oldest_pending_seconds = 0;  // measured on the database clock
 };
 
 // The SQL side of the relay: claim, mark, reschedule. All statements run outside

@@ -41,7 +41,9 @@ TableName TableName::parse(std::string_view text) {
   return TableName(std::string(schema), std::string(table));
 }
 
-std::string TableName::quoted() const { return "\"" + schema_ + "\".\"" + table_ + "\""; }
+std::string TableName::quoted() const {
+  return "\"" + schema_ + "\".\"" + table_ + "\"";
+}
 
 std::string TableName::quoted_with_suffix(std::string_view suffix) const {
   return "\"" + schema_ + "\".\"" + table_ + std::string(suffix) + "\"";

@@ -35,10 +35,10 @@ class Relay::WakeUp : public pqxx::notification_receiver {
 };
 
 RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
-    : published(r.counter("outbox_events_published_total", "Events acknowledged by Kafka and marked sent",
-                          {{"table", table}})),
-      failed(r.counter("outbox_events_failed_total", "Events moved to FAILED (poison or attempts used up)",
-                       {{"table", table}})),
+    : published(r.counter("outbox_events_published_total",
+                          "Events acknowledged by Kafka and marked sent", {{"table", table}})),
+      failed(r.counter("outbox_events_failed_total",
+                       "Events moved to FAILED (poison or attempts used up)", {{"table", table}})),
       retried(r.counter("outbox_events_retried_total", "Delivery failures that scheduled a retry",
                         {{"table", table}})),
       deferred(r.counter("outbox_events_deferred_total",
@@ -52,16 +52,20 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
       publish_latency(r.histogram("outbox_publish_latency_seconds",
                                   "From claim to the last delivery report of a batch",
                                   metrics::latency_buckets(), {{"table", table}})),
-      pending(r.gauge("outbox_pending_events", "Pending events (database clock)", {{"table", table}})),
+      pending(
+          r.gauge("outbox_pending_events", "Pending events (database clock)", {{"table", table}})),
       failed_events(r.gauge("outbox_failed_events", "Events in FAILED", {{"table", table}})),
       stuck(r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold",
                     {{"table", table}})),
       oldest_pending_seconds(r.gauge("outbox_oldest_pending_seconds",
                                      "Age of the oldest pending event, on the database clock",
                                      {{"table", table}})),
-      shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", {{"table", table}})),
-      members(r.gauge("outbox_relay_members", "Live relay replicas on this table", {{"table", table}})),
-      database_up(r.gauge("outbox_database_up", "1 when the database session is up", {{"table", table}})),
+      shards_owned(
+          r.gauge("outbox_shards_owned", "Shards this replica publishes", {{"table", table}})),
+      members(
+          r.gauge("outbox_relay_members", "Live relay replicas on this table", {{"table", table}})),
+      database_up(
+          r.gauge("outbox_database_up", "1 when the database session is up", {{"table", table}})),
       kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka",
                        {{"table", table}})) {}
 
@@ -134,8 +138,8 @@ void Relay::run(const std::atomic<bool>& stop) {
     } catch (const pqxx::broken_connection& e) {
       // One clear line per outage, not a stack trace per retry.
       if (!logged_down) {
-        spdlog::error("database unreachable ({}): {}; retrying with backoff", redact_dsn(config_.dsn),
-                      e.what());
+        spdlog::error("database unreachable ({}): {}; retrying with backoff",
+                      redact_dsn(config_.dsn), e.what());
         logged_down = true;
       }
       disconnect();
@@ -176,7 +180,8 @@ void Relay::step(const std::atomic<bool>& stop) {
 
   if (now < kafka_paused_until_) {
     wake_->woken = false;  // new rows don't end a pause; only the pause's end does
-    wait_for_work(stop, std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - now));
+    wait_for_work(stop,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - now));
     if (!stop && Clock::now() >= kafka_paused_until_ && producer_.probe(std::chrono::seconds(2))) {
       spdlog::info("kafka reachable again; resuming");
       kafka_paused_until_ = {};
@@ -200,8 +205,9 @@ void Relay::step(const std::atomic<bool>& stop) {
     kafka_pause_ = std::chrono::milliseconds{1000};
     kafka_paused_until_ = Clock::now() + kafka_pause_;
     metrics_.kafka_up.set(0);
-    spdlog::warn("kafka unreachable: {} events deferred without counting an attempt; pausing claims",
-                 batch.size());
+    spdlog::warn(
+        "kafka unreachable: {} events deferred without counting an attempt; pausing claims",
+        batch.size());
   }
 }
 
@@ -220,8 +226,11 @@ bool Relay::publish_batch(const std::vector<OutboxEvent>& batch) {
       decisions.push_back({e.id, true, {}, "routing: " + problem});
       continue;
     }
-    messages.push_back({std::move(topic), e.biz_id, e.payload,
-                        {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
+    messages.push_back(
+        {std::move(topic),
+         e.biz_id,
+         e.payload,
+         {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
     produced.push_back(i);
   }
   std::vector<kafka::Delivery> deliveries = producer_.publish(messages);

@@ -21,9 +21,15 @@ std::string require_env(const char* name) {
   return value;
 }
 
-std::string postgres_dsn() { return require_env("OUTBOX_TEST_PG_DSN"); }
-std::string kafka_bootstrap() { return require_env("OUTBOX_TEST_KAFKA_BOOTSTRAP"); }
-std::string kubeconfig_path() { return require_env("OUTBOX_TEST_KUBECONFIG"); }
+std::string postgres_dsn() {
+  return require_env("OUTBOX_TEST_PG_DSN");
+}
+std::string kafka_bootstrap() {
+  return require_env("OUTBOX_TEST_KAFKA_BOOTSTRAP");
+}
+std::string kubeconfig_path() {
+  return require_env("OUTBOX_TEST_KUBECONFIG");
+}
 
 void control(const std::string& service, const std::string& action) {
   std::string ctl = require_env("OUTBOX_TESTBED_CTL");

@@ -10,9 +10,9 @@ namespace outbox::testbed {
 // Value of an environment variable the test bed exports; fails the test if unset.
 std::string require_env(const char* name);
 
-std::string postgres_dsn();      // OUTBOX_TEST_PG_DSN
-std::string kafka_bootstrap();   // OUTBOX_TEST_KAFKA_BOOTSTRAP
-std::string kubeconfig_path();   // OUTBOX_TEST_KUBECONFIG (admin, client certificate)
+std::string postgres_dsn();     // OUTBOX_TEST_PG_DSN
+std::string kafka_bootstrap();  // OUTBOX_TEST_KAFKA_BOOTSTRAP
+std::string kubeconfig_path();  // OUTBOX_TEST_KUBECONFIG (admin, client certificate)
 
 // Runs scripts/testbed/ctl.sh <service> <action> (service: pg, kafka, kube;
 // action: start, stop, restart). Same ports as before, so clients can reconnect.

@@ -1,0 +1,220 @@
+// The SQL side against a real PostgreSQL: schema, claim, mark, retry bookkeeping,
+// per-key head-of-line blocking and shard ownership.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "outbox/schema.hpp"
+#include "outbox/shards.hpp"
+#include "outbox/store.hpp"
+#include "relay_fixture.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox {
+namespace {
+
+using testing::OutboxTestTable;
+
+std::vector<int> all_shards(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    v[static_cast<std::size_t>(i)] = i;
+  }
+  return v;
+}
+
+TEST(Schema, MigrateIsIdempotentAndVersioned) {
+  OutboxTestTable t;  // migrated once already
+  pqxx::connection conn(t.dsn);
+  MigrationResult again = migrate(conn, t.table, 16);
+  EXPECT_EQ(again.from_version, kSchemaVersion);
+  EXPECT_TRUE(again.applied.empty());
+  TableInfo info = inspect_table(conn, t.table);
+  EXPECT_EQ(info.shard_count, 16);
+  EXPECT_EQ(info.version, kSchemaVersion);
+}
+
+TEST(Schema, ATableWithoutTheExpectedColumnsIsNamedInOneError) {
+  pqxx::connection conn(testbed::postgres_dsn());
+  auto name = TableName::parse(testbed::unique_name("legacy"));
+  pqxx::nontransaction(conn).exec("CREATE TABLE " + name.quoted() +
+                                  " (id bigserial primary key, biz_id text, payload jsonb)");
+  try {
+    inspect_table(conn, name);
+    FAIL() << "expected SchemaError";
+  } catch (const SchemaError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("event_id"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("retry_count"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("payload"), std::string::npos) << "payload exists: " << msg;
+  }
+  auto missing = TableName::parse(testbed::unique_name("absent"));
+  EXPECT_THROW(inspect_table(conn, missing), SchemaError);
+}
+
+TEST(Enqueue, ARolledBackTransactionLeavesNoEvent) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  {
+    pqxx::work tx(conn);
+    enqueue(tx, t.table, "ORDER_CREATED", "o-1", R"({"amount": 10})");
+    tx.abort();
+  }
+  EXPECT_EQ(t.count("true"), 0);
+  pqxx::work tx(conn);
+  std::string id = enqueue(tx, t.table, "ORDER_CREATED", "o-1", R"({"amount": 10})");
+  tx.commit();
+  EXPECT_EQ(id.size(), 36u);  // a UUID, not the bigserial id
+  EXPECT_EQ(t.count("status = 0"), 1);
+}
+
+TEST(Enqueue, TheSqlFunctionEnqueuesInsideTheCallersTransaction) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  pqxx::work tx(conn);
+  auto r = tx.exec("SELECT " + t.table.quoted_with_suffix("_enqueue") +
+                   "('ORDER_PAID', 'o-9', '{\"x\":1}')");
+  tx.commit();
+  EXPECT_EQ(r[0][0].as<std::string>().size(), 36u);
+  EXPECT_EQ(t.count("biz_type = 'ORDER_PAID' AND biz_id = 'o-9'"), 1);
+}
+
+TEST(OutboxStore, ClaimReturnsDueEventsOfOwnedShardsInIdOrder) {
+  OutboxTestTable t;
+  t.insert(200, 20);
+  pqxx::connection conn(t.dsn);
+  OutboxStore store(conn, t.table);
+  auto everything = store.claim_batch(all_shards(16), 1000);
+  ASSERT_EQ(everything.size(), 200u);
+  EXPECT_TRUE(std::is_sorted(everything.begin(), everything.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; }));
+  auto some = store.claim_batch({0, 1, 2}, 1000);
+  for (const auto& e : some) {
+    EXPECT_LE(e.shard, 2);
+  }
+  auto limited = store.claim_batch(all_shards(16), 7);
+  EXPECT_EQ(limited.size(), 7u);
+  std::vector<std::int64_t> exclude = {everything[0].id};
+  EXPECT_NE(store.claim_batch(all_shards(16), 1, exclude)[0].id, everything[0].id);
+}
+
+TEST(OutboxStore, AnEventWaitingForItsRetryBlocksLaterEventsOfItsKeyOnly) {
+  OutboxTestTable t;
+  t.insert(9, 3);  // keys k0 k1 k2, three events each
+  pqxx::connection conn(t.dsn);
+  OutboxStore store(conn, t.table);
+  auto batch = store.claim_batch(all_shards(16), 100);
+  ASSERT_EQ(batch.size(), 9u);
+  const OutboxEvent head = batch[0];  // first event of k0
+  store.record_failures({{head.id, false, std::chrono::hours(1), "broker said no"}});
+  auto next = store.claim_batch(all_shards(16), 100);
+  EXPECT_EQ(next.size(), 6u);
+  for (const auto& e : next) {
+    EXPECT_NE(e.biz_id, head.biz_id) << "event " << e.id << " overtook the retrying head";
+  }
+  EXPECT_EQ(t.count("retry_count = 1 AND last_error = 'broker said no' AND status = 0"), 1);
+  // Once the head is FAILED it no longer blocks its key.
+  store.record_failures({{head.id, true, {}, "gave up"}});
+  EXPECT_EQ(store.claim_batch(all_shards(16), 100).size(), 8u);
+  EXPECT_EQ(t.count("status = 2 AND retry_count = 2"), 1);
+}
+
+TEST(OutboxStore, MarkSentChangesOnlyPendingRowsAndDeleteModeDeletes) {
+  OutboxTestTable t;
+  t.insert(10, 5);
+  pqxx::connection conn(t.dsn);
+  OutboxStore store(conn, t.table);
+  auto batch = store.claim_batch(all_shards(16), 100);
+  std::vector<std::int64_t> ids;
+  for (const auto& e : batch) {
+    ids.push_back(e.id);
+  }
+  std::vector<std::int64_t> first(ids.begin(), ids.begin() + 4);
+  EXPECT_EQ(store.mark_sent(first, false), 4);
+  EXPECT_EQ(store.mark_sent(first, false), 0) << "already sent rows must not change again";
+  EXPECT_EQ(t.count("status = 1 AND sent_at IS NOT NULL"), 4);
+  std::vector<std::int64_t> rest(ids.begin() + 4, ids.end());
+  EXPECT_EQ(store.mark_sent(rest, true), 6);
+  EXPECT_EQ(t.count("true"), 4);
+}
+
+TEST(OutboxStore, BacklogIsMeasuredOnTheDatabaseClock) {
+  OutboxTestTable t;
+  t.insert(5, 5);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec("UPDATE " + t.table.quoted() +
+                                  " SET created_at = now() - interval '20 minutes' WHERE id IN "
+                                  "(SELECT min(id) FROM " +
+                                  t.table.quoted() + ")");
+  OutboxStore store(conn, t.table);
+  auto first = store.claim_batch(all_shards(16), 1);
+  store.record_failures({{first[0].id + 1, true, {}, "poison"}});
+  Backlog b = store.backlog(std::chrono::minutes(10));
+  EXPECT_EQ(b.pending, 4);
+  EXPECT_EQ(b.failed, 1);
+  EXPECT_EQ(b.stuck, 1);
+  EXPECT_GE(b.oldest_pending_seconds, 1199.0);
+  EXPECT_LT(b.oldest_pending_seconds, 1300.0);
+}
+
+TEST(OutboxStore, ClaimUsesThePendingPartialIndex) {
+  OutboxTestTable t;
+  t.insert(50, 10);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction tx(conn);
+  tx.exec("ANALYZE " + t.table.quoted());
+  // A 50-row table is cheapest to scan; forbid that to see which index the claim can use.
+  tx.exec("SET enable_seqscan = off");
+  auto plan = tx.exec("EXPLAIN SELECT id FROM " + t.table.quoted() +
+                      " WHERE status = 0 AND shard = ANY('{1,2}'::int[]) ORDER BY id LIMIT 10");
+  std::string text;
+  for (const auto& r : plan) {
+    text += r[0].as<std::string>() + "\n";
+  }
+  EXPECT_NE(text.find(t.table.table() + "_pending"), std::string::npos) << text;
+}
+
+TEST(ShardOwnership, ReplicasSplitTheShardsAndADeadOnesShardsMove) {
+  OutboxTestTable t;
+  pqxx::connection a_conn(t.dsn);
+  auto b_conn = std::make_unique<pqxx::connection>(t.dsn);
+  ShardOwnership a(a_conn, t.table, 16);
+  auto b = std::make_unique<ShardOwnership>(*b_conn, t.table, 16);
+  a.join();
+  b->join();
+  for (int i = 0; i < 3; ++i) {
+    a.rebalance();
+    b->rebalance();
+  }
+  EXPECT_EQ(a.owned().size(), 8u);
+  EXPECT_EQ(b->owned().size(), 8u);
+  std::set<int> all(a.owned().begin(), a.owned().end());
+  all.insert(b->owned().begin(), b->owned().end());
+  EXPECT_EQ(all.size(), 16u) << "no shard owned twice, none left out";
+  // B's session ends (a killed replica): its locks die with it.
+  b.reset();
+  b_conn.reset();
+  a.rebalance();
+  EXPECT_EQ(a.owned().size(), 16u);
+  EXPECT_EQ(a.live_members(), 1);
+}
+
+TEST(ShardOwnership, CompensationTakesOnlyShardsNoLiveSessionHolds) {
+  OutboxTestTable t;
+  pqxx::connection relay_conn(t.dsn);
+  ShardOwnership relay(relay_conn, t.table, 16);
+  relay.join();
+  relay.rebalance();
+  ASSERT_EQ(relay.owned().size(), 16u);
+  pqxx::connection job_conn(t.dsn);
+  ShardOwnership job(job_conn, t.table, 16);
+  job.acquire_unowned();
+  EXPECT_TRUE(job.owned().empty());
+  relay.release_all();
+  job.acquire_unowned();
+  EXPECT_EQ(job.owned().size(), 16u);
+}
+
+}  // namespace
+}  // namespace outbox

@@ -1,0 +1,215 @@
+#include "relay_fixture.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "common/duration.hpp"
+#include "outbox/schema.hpp"
+#include "outbox/store.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox::testing {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<Consumed> consume_all(const std::vector<std::string>& topics, std::size_t expected,
+                                  std::chrono::milliseconds timeout,
+                                  std::chrono::milliseconds settle) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  conf->set("bootstrap.servers", testbed::kafka_bootstrap(), err);
+  conf->set("group.id", testbed::unique_name("test-consumer"), err);
+  conf->set("auto.offset.reset", "earliest", err);
+  conf->set("enable.auto.commit", "false", err);
+  conf->set("topic.metadata.refresh.interval.ms", "500", err);
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) {
+    throw std::runtime_error("consumer: " + err);
+  }
+  consumer->subscribe(topics);
+  std::vector<Consumed> out;
+  auto deadline = Clock::now() + timeout;
+  std::optional<Clock::time_point> settle_until;
+  while (Clock::now() < (settle_until ? *settle_until : deadline)) {
+    std::unique_ptr<RdKafka::Message> m(consumer->consume(200));
+    if (m->err() == RdKafka::ERR_NO_ERROR) {
+      Consumed c;
+      c.topic = m->topic_name();
+      c.key = m->key() ? *m->key() : "";
+      c.payload.assign(static_cast<const char*>(m->payload()), m->len());
+      c.partition = m->partition();
+      c.offset = m->offset();
+      if (RdKafka::Headers* h = m->headers()) {
+        for (const auto& header : h->get_all()) {
+          c.headers[header.key()] =
+              std::string(static_cast<const char*>(header.value()), header.value_size());
+        }
+      }
+      out.push_back(std::move(c));
+    }
+    if (!settle_until && out.size() >= expected) {
+      settle_until = Clock::now() + settle;
+    }
+  }
+  consumer->close();
+  return out;
+}
+
+OutboxTestTable::OutboxTestTable()
+    : dsn(testbed::postgres_dsn()),
+      table(TableName::parse(testbed::unique_name("outbox"))),
+      topic(testbed::unique_name("topic")) {
+  pqxx::connection conn(dsn);
+  migrate(conn, table, 16);
+}
+
+void OutboxTestTable::insert(int n, int keys, int start_seq) {
+  pqxx::connection conn(dsn);
+  pqxx::work tx(conn);
+  for (int i = start_seq; i < start_seq + n; ++i) {
+    std::string key = "k" + std::to_string(i % keys);
+    nlohmann::json payload = {{"seq", i}, {"key", key}};
+    enqueue(tx, table, "order", key, payload.dump());
+  }
+  tx.commit();
+}
+
+long long OutboxTestTable::count(const std::string& where) {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  return tx.exec("SELECT count(*) FROM " + table.quoted() + " WHERE " + where)[0][0]
+      .as<long long>();
+}
+
+relay::RelayConfig OutboxTestTable::relay_config() const {
+  relay::RelayConfig c;
+  c.dsn = dsn;
+  c.table = table.plain();
+  c.kafka.bootstrap_servers = testbed::kafka_bootstrap();
+  c.kafka.message_timeout = std::chrono::seconds(5);
+  c.topic_template = topic;
+  c.batch_size = 100;
+  c.poll_interval = std::chrono::milliseconds(500);
+  c.backoff.initial = std::chrono::milliseconds(200);
+  c.backoff.max = std::chrono::milliseconds(1000);
+  c.rebalance_interval = std::chrono::milliseconds(200);
+  c.backlog_interval = std::chrono::milliseconds(200);
+  return c;
+}
+
+ThreadRelay::ThreadRelay(relay::RelayConfig config)
+    : relay_(std::make_unique<relay::Relay>(std::move(config), registry_)),
+      thread_([this] { relay_->run(stop_); }) {}
+
+ThreadRelay::~ThreadRelay() {
+  stop();
+}
+
+void ThreadRelay::stop() {
+  stop_ = true;
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+ProcessRelay::ProcessRelay(const relay::RelayConfig& c, const std::string& log_path) {
+  std::vector<std::string> args = {OUTBOX_BINARY,
+                                   "relay",
+                                   "--table=" + c.table,
+                                   "--brokers=" + c.kafka.bootstrap_servers,
+                                   "--topic=" + c.topic_template,
+                                   "--batch-size=" + std::to_string(c.batch_size),
+                                   "--poll-interval=" + format_duration(c.poll_interval),
+                                   "--initial-backoff=" + format_duration(c.backoff.initial),
+                                   "--max-backoff=" + format_duration(c.backoff.max),
+                                   "--message-timeout=" + format_duration(c.kafka.message_timeout),
+                                   "--listen=127.0.0.1:0"};
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("OUTBOX_DSN", c.dsn.c_str(), 1);  // as from a Secret, not on the command line
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+}
+
+ProcessRelay::~ProcessRelay() {
+  if (pid_ > 0) {
+    kill9();
+  }
+}
+
+void ProcessRelay::kill9() {
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+int ProcessRelay::terminate(std::chrono::seconds timeout) {
+  ::kill(pid_, SIGTERM);
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+std::string per_key_order_problem(const std::vector<Consumed>& messages) {
+  // Per key: all seqs, sorted, give each event its rank. A message whose rank is
+  // more than one past the highest rank seen so far overtook an earlier event of
+  // its key that had not been delivered yet. Replays (going back) are allowed.
+  std::map<std::string, std::vector<int>> seqs;
+  for (const auto& m : messages) {
+    seqs[m.key].push_back(nlohmann::json::parse(m.payload).at("seq").get<int>());
+  }
+  for (auto& [key, v] : seqs) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  std::map<std::string, long> highest;
+  for (const auto& m : messages) {
+    int seq = nlohmann::json::parse(m.payload).at("seq").get<int>();
+    const auto& v = seqs[m.key];
+    long rank = std::lower_bound(v.begin(), v.end(), seq) - v.begin();
+    long& h = highest.try_emplace(m.key, -1).first->second;
+    if (rank > h + 1) {
+      return "key " + m.key + ": seq " + std::to_string(seq) + " arrived before seq " +
+             std::to_string(v[static_cast<std::size_t>(h + 1)]);
+    }
+    h = std::max(h, rank);
+  }
+  return {};
+}
+
+}  // namespace outbox::testing

@@ -1,0 +1,86 @@
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metrics/registry.hpp"
+#include "outbox/table.hpp"
+#include "relay/relay.hpp"
+
+namespace outbox::testing {
+
+// One message as read back from the real broker.
+struct Consumed {
+  std::string topic;
+  std::string key;
+  std::string payload;
+  int partition = -1;
+  long long offset = -1;
+  std::map<std::string, std::string> headers;
+};
+
+// Reads every message of `topics` from the beginning until `expected` arrived
+// or `timeout` passed, then keeps reading for `settle` to catch extras.
+std::vector<Consumed> consume_all(
+    const std::vector<std::string>& topics, std::size_t expected, std::chrono::milliseconds timeout,
+    std::chrono::milliseconds settle = std::chrono::milliseconds(1500));
+
+// A fresh outbox table (migrated) and a topic prefix, unique to one test.
+struct OutboxTestTable {
+  OutboxTestTable();
+  std::string dsn;
+  TableName table;
+  std::string topic;  // every event of the test goes here (route-free template)
+
+  // Inserts n events in one committed transaction; keys cycle through `keys`.
+  // Payload carries {"seq": i, "key": k} so order can be checked per key.
+  void insert(int n, int keys, int start_seq = 0);
+  long long count(const std::string& where);
+  relay::RelayConfig relay_config() const;
+};
+
+// A Relay running on a thread of this process (a replica that can stop cleanly).
+class ThreadRelay {
+ public:
+  explicit ThreadRelay(relay::RelayConfig config);
+  ~ThreadRelay();
+  void stop();
+  metrics::Registry& registry() { return registry_; }
+
+ private:
+  metrics::Registry registry_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<relay::Relay> relay_;
+  std::thread thread_;
+};
+
+// The relay as a separate process of the real binary (to kill -9 or SIGTERM).
+class ProcessRelay {
+ public:
+  explicit ProcessRelay(const relay::RelayConfig& config, const std::string& log_path);
+  ~ProcessRelay();
+  void kill9();
+  // Sends SIGTERM and returns the exit status (or -1 on timeout).
+  int terminate(std::chrono::seconds timeout = std::chrono::seconds(30));
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+// Polls `condition` every 50 ms until true or `timeout`; returns the final value.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// Checks that, per key, the payload "seq" values of the first delivery of each
+// event appear in ascending order. Returns "" or a description of the violation.
+std::string per_key_order_problem(const std::vector<Consumed>& messages);
+
+}  // namespace outbox::testing

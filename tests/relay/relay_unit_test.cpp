@@ -1,0 +1,126 @@
+// Unit tests of the relay's pure parts: no database, no broker.
+#include <gtest/gtest.h>
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include "common/duration.hpp"
+#include "common/log.hpp"
+#include "kafka/producer.hpp"
+#include "metrics/registry.hpp"
+#include "outbox/store.hpp"
+#include "outbox/table.hpp"
+#include "relay/backoff.hpp"
+#include "relay/topic_router.hpp"
+
+namespace outbox {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(BackoffPolicy, DoublesFromTheInitialDelayUpToTheCapLikeTheSeed) {
+  relay::BackoffPolicy p{milliseconds(60'000), milliseconds(64 * 60'000), 0.0};
+  EXPECT_EQ(p.delay(1, 0.5), milliseconds(60'000));
+  EXPECT_EQ(p.delay(2, 0.5), milliseconds(120'000));
+  EXPECT_EQ(p.delay(3, 0.5), milliseconds(240'000));
+  EXPECT_EQ(p.delay(7, 0.5), milliseconds(64 * 60'000));
+  EXPECT_EQ(p.delay(50, 0.5), milliseconds(64 * 60'000));
+}
+
+TEST(BackoffPolicy, JitterStaysWithinItsFraction) {
+  relay::BackoffPolicy p{milliseconds(1000), milliseconds(10'000), 0.2};
+  EXPECT_EQ(p.delay(1, 0.0), milliseconds(800));
+  EXPECT_EQ(p.delay(1, 0.5), milliseconds(1000));
+  EXPECT_NEAR(static_cast<double>(p.delay(1, 0.999999).count()), 1200.0, 1.0);
+}
+
+TEST(TopicRouter, ExplicitRouteWinsOverTheTemplate) {
+  relay::TopicRouter r("outbox.{biz_type}", {{"ORDER_PAID", "payments"}});
+  EXPECT_EQ(r.topic_for("ORDER_PAID"), "payments");
+  EXPECT_EQ(r.topic_for("ORDER_CREATED"), "outbox.ORDER_CREATED");
+  relay::TopicRouter fixed("all-events", {});
+  EXPECT_EQ(fixed.topic_for("X"), "all-events");
+  relay::TopicRouter twice("{biz_type}.{biz_type}", {});
+  EXPECT_EQ(twice.topic_for("a"), "a.a");
+}
+
+TEST(TopicName, IllegalNamesAreExplained) {
+  EXPECT_EQ(kafka::topic_name_problem("outbox.order-1_x"), "");
+  EXPECT_NE(kafka::topic_name_problem("outbox.ORDER PAID"), "");
+  EXPECT_NE(kafka::topic_name_problem(""), "");
+  EXPECT_NE(kafka::topic_name_problem(std::string(250, 'a')), "");
+}
+
+TEST(TableName, AcceptsPlainAndQualifiedNames) {
+  EXPECT_EQ(TableName::parse("outbox_event").quoted(), "\"public\".\"outbox_event\"");
+  auto t = TableName::parse("orders.outbox_event");
+  EXPECT_EQ(t.schema(), "orders");
+  EXPECT_EQ(t.quoted_with_suffix("_enqueue"), "\"orders\".\"outbox_event_enqueue\"");
+}
+
+TEST(TableName, RefusesAnythingThatCouldBreakOutOfAQuotedIdentifier) {
+  for (const char* bad : {"", "Outbox", "outbox;drop table x", "a\"b", "1abc", "a.b.c", "a-b",
+                          "public.", ".t", "x y"}) {
+    EXPECT_THROW(TableName::parse(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_THROW(TableName::parse(std::string(49, 'a')), std::invalid_argument);
+  try {
+    TableName::parse("outbox;drop");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid character"), std::string::npos);
+  }
+}
+
+TEST(Duration, ParsesGoStyleDurations) {
+  EXPECT_EQ(parse_duration("500ms"), milliseconds(500));
+  EXPECT_EQ(parse_duration("2s"), milliseconds(2000));
+  EXPECT_EQ(parse_duration("1h30m"), milliseconds(5'400'000));
+  EXPECT_EQ(parse_duration("1.5s"), milliseconds(1500));
+  for (const char* bad : {"", "5", "s", "5x", "-1s", "1s2"}) {
+    EXPECT_THROW(parse_duration(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(format_duration(milliseconds(5'400'000)), "1h30m");
+  EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
+}
+
+TEST(RedactDsn, HidesPasswordsInBothDsnForms) {
+  EXPECT_EQ(redact_dsn("host=db user=app password=s3cret dbname=x"),
+            "host=db user=app password=*** dbname=x");
+  EXPECT_EQ(redact_dsn("postgresql://app:s3cret@db:5432/x"), "postgresql://app:***@db:5432/x");
+  EXPECT_EQ(redact_dsn("host=db"), "host=db");
+}
+
+TEST(ErrorClass, OnlyRealRefusalsCountAsAttempts) {
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_NO_ERROR), kafka::ErrorClass::kNone);
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR__MSG_TIMED_OUT), kafka::ErrorClass::kUnreachable);
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR__TRANSPORT), kafka::ErrorClass::kUnreachable);
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_MSG_SIZE_TOO_LARGE), kafka::ErrorClass::kPermanent);
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED),
+            kafka::ErrorClass::kPermanent);
+  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_POLICY_VIOLATION), kafka::ErrorClass::kRetryable);
+}
+
+TEST(MetricsRegistry, RendersPrometheusText) {
+  metrics::Registry r;
+  r.counter("outbox_events_published_total", "Published", {{"table", "public.t"}}).inc(3);
+  r.gauge("outbox_pending_events", "Pending").set(7);
+  auto& h = r.histogram("outbox_batch_size", "Batch", {1, 10}, {{"table", "t"}});
+  h.observe(5);
+  h.observe(50);
+  std::string text = r.render();
+  EXPECT_NE(text.find("# TYPE outbox_events_published_total counter"), std::string::npos);
+  EXPECT_NE(text.find("outbox_events_published_total{table=\"public.t\"} 3"), std::string::npos);
+  EXPECT_NE(text.find("outbox_pending_events 7"), std::string::npos);
+  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"1\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"10\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"+Inf\"} 2"), std::string::npos);
+  EXPECT_NE(text.find("outbox_batch_size_count{table=\"t\"} 2"), std::string::npos);
+  EXPECT_THROW(r.gauge("outbox_events_published_total", "x"), std::logic_error);
+}
+
+TEST(PgArray, RendersIntegerArrayLiterals) {
+  EXPECT_EQ(pg_int_array(std::vector<int>{}), "{}");
+  EXPECT_EQ(pg_int_array(std::vector<long>{1, -2, 3}), "{1,-2,3}");
+}
+
+}  // namespace
+}  // namespace outbox
