@@ -2,7 +2,7 @@
 # Builds kube-apiserver, kubectl (same module), etcd and helm from the Go module
 # proxy into $TESTBED_CACHE/k8s-$K8S_VERSION/bin and prints that directory.
 # Idempotent: returns at once when cached. Build output goes to build.log beside bin/.
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 top="$TESTBED_CACHE/k8s-$K8S_VERSION"
 BIN="$top/bin"
@@ -29,9 +29,8 @@ build_kube() {
   gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": *"\([^"]*\)".*/\1/p')
   [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION go.mod"
   # k8s.io/kubernetes replaces its staging modules with local paths; point them at the published versions.
-  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod"); do
-    go mod edit -replace="$m=$m@$stg"
-  done
+  sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod" |
+    while read -r m; do go mod edit -replace="$m=$m@$stg"; done
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
   cat > tools.go <<'EOT'
 //go:build tools
@@ -94,7 +93,9 @@ log "building etcd $ETCD_VERSION, helm $HELM_VERSION, kube-apiserver+kubectl $K8
 # and the message names the log.
 for step in etcd helm kube; do
   t=$SECONDS
-  if ! ( set -e; "build_$step" ) >>"$buildlog" 2>&1; then
+  # Not in an if/||: there bash would ignore set -e inside the subshell too.
+  set +e; ( set -e; "build_$step" ) >>"$buildlog" 2>&1; rc=$?; set -e
+  if [ "$rc" -ne 0 ]; then
     tail -n 30 "$buildlog" >&2
     die "building $step failed; log: $buildlog"
   fi

@@ -40,19 +40,29 @@ wait_until() {
 # Each service process runs as the leader of its own session and process group,
 # so a stop or a SIGKILL reaches its children too (postgres backends), and it
 # outlives the script that started it.
-# spawn PIDFILE LOGFILE CMD...: starts CMD in the background, records its pid.
+# spawn PIDFILE LOGFILE CMD...: starts CMD in the background and records its pid
+# with its start time, so that a pid reused after a crash is never taken for it.
 spawn() {
   local pidfile=$1 logfile=$2; shift 2
   echo "=== testbed: $(date -Is) starting: $*" >>"$logfile"
-  setsid "$@" >>"$logfile" 2>&1 </dev/null &
-  echo $! >"$pidfile"
+  setsid "$@" >>"$logfile" 2>&1 </dev/null 9>&- &  # fd 9: ctl.sh's lock
+  echo "$! $(proc_start $!)" >"$pidfile"
 }
+# proc_start PID: the process's start time in clock ticks (field 22 of stat;
+# the command name in field 2 may hold spaces, hence the cut after ") ").
+proc_start() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 
-# group_alive PIDFILE: true while any process of the recorded group exists.
+# group_alive PIDFILE: true while the recorded process, or any process left in
+# its group, exists; zombies included: postgres refuses to start while the pid
+# in its stale postmaster.pid still exists. (This machine's init reaps only
+# every 1-2 s.) Checks the pid itself first: setsid may not have run yet.
 group_alive() {
-  local pid
+  local pid st
   [ -s "$1" ] || return 1
-  pid=$(cat "$1")
+  read -r pid st <"$1"
+  # (A pidfile without a start time is from an older version of these scripts.)
+  if [ -e "/proc/$pid" ] && [ -n "$st" ]; then [ "$(proc_start "$pid")" = "$st" ]; return; fi
+  # Leader gone; the kernel does not reuse a pid while its group has members.
   kill -0 -- "-$pid" 2>/dev/null
 }
 group_gone() { ! group_alive "$1"; }
@@ -63,13 +73,14 @@ group_gone() { ! group_alive "$1"; }
 stop_group() {
   local pidfile=$1 sig=$2 secs=$3 pid
   group_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-  pid=$(cat "$pidfile")
-  if [ "$sig" = KILL ]; then kill -KILL -- "-$pid" 2>/dev/null || true
+  read -r pid _ <"$pidfile"
+  # The pid too, in case setsid has not made it a group leader yet.
+  if [ "$sig" = KILL ]; then kill -KILL -- "-$pid" "$pid" 2>/dev/null || true
   else kill "-$sig" "$pid" 2>/dev/null || true
   fi
   if ! wait_until "$secs" group_gone "$pidfile"; then
     log "pid $pid did not exit within ${secs}s of SIG$sig; sending SIGKILL"
-    kill -KILL -- "-$pid" 2>/dev/null || true
+    kill -KILL -- "-$pid" "$pid" 2>/dev/null || true
     wait_until 10 group_gone "$pidfile" || die "pid $pid survives SIGKILL"
   fi
   rm -f "$pidfile"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build, the tests and the demo need. Quick when
+# everything is present already (checks with dpkg first, no apt-get update then).
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config openssl python3 clang-format
+  libboost-dev libboost-system-dev libssl-dev nlohmann-json3-dev libspdlog-dev
+  libyaml-cpp-dev libcli11-dev libpqxx-dev librdkafka-dev libgtest-dev libgmock-dev
+  postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven golang-go
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# The machine's own Java and Go count (they may come from outside Debian).
+if command -v java >/dev/null && java -version 2>&1 | grep -q 'version "17'; then
+  missing=("${missing[@]/openjdk-17-jre-headless}")
+fi
+command -v mvn >/dev/null && missing=("${missing[@]/maven}")
+command -v go >/dev/null && missing=("${missing[@]/golang-go}")
+read -r -a missing <<<"${missing[*]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# ctl.sh <pg|kafka|kube> <start|stop|restart|status|kill9>
+# Controls one service of a test bed that up.sh initialised, on the ports that
+# up.sh recorded in $TESTBED_STATE, so tests can take a broker or the database
+# down and bring it back at the same address.
+#   stop    clean shutdown; returns once every process of the service has exited
+#   kill9   SIGKILL to every process of the service (a crash); returns once gone
+#   status  prints running/stopped; exit 0 when running, 3 when stopped
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+usage() { die "usage: $0 <pg|kafka|kube> <start|stop|restart|status|kill9>"; }
+[ $# -eq 2 ] || usage
+svc=$1 action=$2
+d="$TESTBED_STATE/$svc"
+case $svc in pg|kafka|kube) ;; *) usage ;; esac
+[ -f "$d/port" ] || die "$svc is not set up in $TESTBED_STATE (run up.sh $svc first)"
+port=$(cat "$d/port")
+
+# Processes of a service, first started first: pidfile:logfile:stop-signal:stop-timeout.
+procs() {
+  case $svc in
+    pg)    echo "$d/pid:$d/postgres.log:INT:60" ;;  # SIGINT = fast shutdown
+    kafka) echo "$d/pid:$d/kafka.log:TERM:60" ;;
+    kube)  echo "$d/etcd.pid:$d/etcd.log:TERM:30"
+           echo "$d/apiserver.pid:$d/apiserver.log:TERM:60" ;;
+  esac
+}
+
+# --- readiness checks ---------------------------------------------------------
+pg_ready() {
+  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port" &&
+    "$PG_BIN/psql" -X -q -h "$(cat "$d/pgroot")" -p "$port" -U postgres -d postgres \
+      -tAc 'select 1' >/dev/null 2>&1
+}
+# A port that accepts is not enough: the broker binds before it serves. It
+# logs "Kafka Server started" once it is registered, unfenced and accepting
+# (up.sh then also creates a topic, the full proof; a JVM costs 2-5 s here).
+kafka_ready() {
+  port_open "$port" &&
+    awk '/^=== testbed/ { s = 0 } /Kafka Server started/ { s = 1 } END { exit !s }' "$d/kafka.log"
+}
+etcd_ready() { [[ $(curl -sf "http://127.0.0.1:$(cat "$d/etcd_port")/health" 2>/dev/null) == *'"health":"true"'* ]]; }
+apiserver_ready() {
+  [ "$(curl -s --max-time 5 --cacert "$d/pki/ca.crt" --cert "$d/pki/admin.crt" --key "$d/pki/admin.key" \
+        "https://127.0.0.1:$port/readyz" 2>/dev/null)" = ok ]
+}
+
+# wait_ready NAME PIDFILE LOGFILE SECONDS CHECK: waits for CHECK, failing early when
+# the process dies. On failure stops the process and shows its log.
+wait_ready() {
+  local name=$1 pidfile=$2 logfile=$3 deadline=$((SECONDS + $4)) check=$5
+  until $check; do
+    if ! group_alive "$pidfile"; then
+      show_failure "$name" "$logfile" "process exited during start-up"; return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      stop_group "$pidfile" KILL 10
+      show_failure "$name" "$logfile" "not ready after $4 s"; return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# --- start ----------------------------------------------------------------------
+start_pg() {
+  # postgres refuses to run as root; setpriv execs it as the postgres user.
+  spawn "$d/pid" "$d/postgres.log" \
+    setpriv --reuid=postgres --regid=postgres --init-groups "$PG_BIN/postgres" -D "$(cat "$d/pgroot")/data"
+  wait_ready pg "$d/pid" "$d/postgres.log" 60 pg_ready
+}
+start_kafka() {
+  # Quote the classpath wildcard: the JVM expands it, not the shell.
+  spawn "$d/pid" "$d/kafka.log" java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$d/log4j2.xml" \
+    -cp "$(cat "$d/lib")/*" kafka.Kafka "$d/server.properties"
+  wait_ready kafka "$d/pid" "$d/kafka.log" 120 kafka_ready
+}
+start_kube() {
+  local bin ep pp
+  bin=$(cat "$d/bin") ep=$(cat "$d/etcd_port") pp=$(cat "$d/etcd_peer_port")
+  spawn "$d/etcd.pid" "$d/etcd.log" "$bin/etcd" --name=testbed --data-dir="$d/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$ep" --advertise-client-urls="http://127.0.0.1:$ep" \
+    --listen-peer-urls="http://127.0.0.1:$pp" --initial-advertise-peer-urls="http://127.0.0.1:$pp" \
+    --initial-cluster="testbed=http://127.0.0.1:$pp" --unsafe-no-fsync=true --log-level=warn
+  wait_ready etcd "$d/etcd.pid" "$d/etcd.log" 30 etcd_ready || return 1
+  local pki=$d/pki
+  spawn "$d/apiserver.pid" "$d/apiserver.log" "$bin/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ep" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
+    --cert-dir="$d/apiserver-certs" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" --token-auth-file="$d/tokens.csv" \
+    --service-account-issuer="https://127.0.0.1:$port" \
+    --service-account-key-file="$pki/sa.key" --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=RBAC --allow-privileged=true \
+    --disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none
+  if ! wait_ready kube-apiserver "$d/apiserver.pid" "$d/apiserver.log" 120 apiserver_ready; then
+    stop_group "$d/etcd.pid" TERM 30; return 1
+  fi
+}
+
+# --- actions --------------------------------------------------------------------
+running() { local p; for p in $(procs); do group_alive "${p%%:*}" || return 1; done; }
+do_stop() { # do_stop TERM|KILL: TERM = each its own clean stop, in reverse start order
+  local p f sig secs pid
+  for p in $(procs | tac); do
+    IFS=: read -r f _ sig secs <<<"$p"
+    if [ "$1" = KILL ]; then
+      # All at once, as a crash would; the waiting is done afterwards.
+      ! group_alive "$f" || { read -r pid _ <"$f"; kill -KILL -- "-$pid" "$pid" 2>/dev/null || true; }
+    else
+      stop_group "$f" "$sig" "$secs"
+    fi
+  done
+  [ "$1" != KILL ] || for p in $(procs); do stop_group "${p%%:*}" KILL 10; done
+}
+# The ports a service listens on: all must be free before it starts.
+ports() {
+  case $svc in
+    pg) echo "$port" ;;
+    kafka) echo "$port $(cat "$d/controller_port")" ;;
+    kube) echo "$port $(cat "$d/etcd_port") $(cat "$d/etcd_peer_port")" ;;
+  esac
+}
+do_start() {
+  local p
+  if running; then log "$svc already running"; return 0; fi
+  do_stop TERM  # a half-running service (one of kube's two processes) starts clean
+  for p in $(ports); do
+    ! port_open "$p" || die "$svc: port $p is taken by a process that is not this test bed's $svc"
+  done
+  log "starting $svc on 127.0.0.1:$port"
+  "start_$svc" || exit 1
+  log "$svc ready on 127.0.0.1:$port"
+}
+
+# One action per service at a time (tests may run in parallel). spawn closes
+# fd 9 so that the services do not inherit the lock.
+if [ "$action" != status ]; then exec 9>"$d/.ctl.lock"; flock 9; fi
+case $action in
+  start)   do_start ;;
+  stop)    do_stop TERM; ! port_open "$port" || die "$svc: port $port still accepts after stop"
+           log "$svc stopped" ;;
+  kill9)   do_stop KILL; ! port_open "$port" || die "$svc: port $port still accepts after kill9"
+           log "$svc killed" ;;
+  restart) do_stop TERM; do_start ;;
+  status)  if running; then echo "$svc running on 127.0.0.1:$port"; else echo "$svc stopped"; exit 3; fi ;;
+  *) usage ;;
+esac

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# selftest.sh [pg] [kafka] [kube]   (default: all three)
+# End-to-end check of the test bed itself: up.sh, then each service is used
+# with its real client, stopped, killed and restarted through ctl.sh, then
+# down.sh, and finally no process of the test bed may be left.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+services=("$@")
+[ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
+has() { [[ " ${services[*]} " == *" $1 "* ]]; }
+ok() { log "ok: $*"; }
+fail() { log "FAIL: $*"; "$TESTBED_DIR/down.sh" || true; exit 1; }
+
+env_file=$("$TESTBED_DIR/up.sh" "${services[@]}" | tail -n1)
+# shellcheck source=/dev/null
+source "$env_file"
+ctl=$OUTBOX_TESTBED_CTL
+export PGOPTIONS="-c client_min_messages=warning"
+
+check_pg() {
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$OUTBOX_TEST_PG_DSN" \
+    -c 'CREATE TABLE IF NOT EXISTS selftest (n int)' -c 'INSERT INTO selftest VALUES (1)' >/dev/null
+}
+pg_rows() { "$PG_BIN/psql" -X -tA "$OUTBOX_TEST_PG_DSN" -c 'SELECT count(*) FROM selftest'; }
+check_kafka() {
+  local topic="selftest-$RANDOM" out
+  printf 'k1:v1\nk2:v2\n' | "$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.ConsoleProducer \
+    --bootstrap-server "$OUTBOX_TEST_KAFKA_BOOTSTRAP" --topic "$topic" \
+    --reader-property parse.key=true --reader-property key.separator=: >/dev/null 2>&1 || return 1
+  out=$("$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.consumer.ConsoleConsumer \
+    --bootstrap-server "$OUTBOX_TEST_KAFKA_BOOTSTRAP" --topic "$topic" --from-beginning \
+    --max-messages 2 --timeout-ms 30000 --formatter-property print.key=true 2>/dev/null) || return 1
+  [ "$(sort <<<"$out" | tr '\t\n' ':,')" = "k1:v1,k2:v2," ]
+}
+check_kube() {
+  local k=$OUTBOX_TESTBED_BIN/kubectl v
+  "$k" --kubeconfig "$OUTBOX_TEST_KUBECONFIG" get ns default >/dev/null || return 1
+  "$k" --kubeconfig "$OUTBOX_TEST_KUBE_TOKEN_KUBECONFIG" get ns default >/dev/null || return 1
+  [ "$("$k" --kubeconfig "$OUTBOX_TEST_KUBE_TOKEN_KUBECONFIG" auth can-i '*' '*')" = yes ] || return 1
+  v=$("$k" --kubeconfig "$OUTBOX_TEST_KUBECONFIG" version -o json | python3 -c \
+    'import json,sys; d=json.load(sys.stdin); print(d["clientVersion"]["gitVersion"], d["serverVersion"]["gitVersion"])')
+  [ "$v" = "$K8S_VERSION $K8S_VERSION" ] || { log "kubectl version says: $v"; return 1; }
+  # Outputs captured first: 'cmd | grep -q' can fail on SIGPIPE under pipefail.
+  v=$("$OUTBOX_TESTBED_BIN/helm" version --short)
+  [[ $v == "$HELM_VERSION"* ]] || { log "helm version says: $v"; return 1; }
+  v=$("$OUTBOX_TESTBED_BIN/etcd" --version)
+  [[ $v == *"etcd Version: ${ETCD_VERSION#v}"* ]] || { log "etcd version says: $v"; return 1; }
+}
+port_of() { case $1 in pg) echo "$OUTBOX_TEST_PG_PORT" ;; kafka) echo "${OUTBOX_TEST_KAFKA_BOOTSTRAP##*:}" ;; kube) s=${OUTBOX_TEST_KUBE_SERVER##*:}; echo "${s%/}" ;; esac; }
+
+for s in pg kafka kube; do
+  has "$s" || continue
+  "check_$s" || fail "$s does not work after up.sh"
+  ok "$s works"
+  for how in stop kill9; do
+    t=$SECONDS; "$ctl" "$s" "$how" || fail "ctl.sh $s $how"
+    ! "$ctl" "$s" status >/dev/null || fail "$s still running after $how"
+    ! port_open "$(port_of "$s")" || fail "$s port still accepts after $how"
+    ok "$s $how took $((SECONDS - t)) s; port closed"
+    t=$SECONDS; "$ctl" "$s" start || fail "ctl.sh $s start after $how"
+    "check_$s" || fail "$s does not work after $how + start"
+    ok "$s start after $how took $((SECONDS - t)) s (incl. check); same port"
+  done
+done
+if has pg; then [ "$(pg_rows)" -ge 3 ] || fail "pg lost committed rows across restarts"; ok "pg kept its rows"; fi
+
+pgroot=$(cat "$TESTBED_STATE/pg/pgroot" 2>/dev/null || echo "$TESTBED_STATE")
+"$TESTBED_DIR/down.sh"
+"$TESTBED_DIR/down.sh"  # twice: must be harmless
+left=$(pgrep -af -- "$TESTBED_STATE|$pgroot" || true)
+[ -z "$left" ] || fail "processes left after down.sh: $left"
+ok "down.sh left no process"
+echo "selftest passed: ${services[*]}"
