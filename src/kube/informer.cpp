@@ -1,0 +1,212 @@
+#include "kube/informer.hpp"
+
+#include <condition_variable>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+namespace outbox::kube {
+
+bool sleep_unless_stopped(std::stop_token stop, std::chrono::nanoseconds duration) {
+  std::mutex mutex;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mutex);
+  return !cv.wait_for(lock, stop, duration, [] { return false; }) && !stop.stop_requested();
+}
+
+Informer::Informer(Client& client, Resource resource, std::string ns, InformerHandlers handlers,
+                   InformerOptions options)
+    : client_(client),
+      resource_(std::move(resource)),
+      namespace_(std::move(ns)),
+      handlers_(std::move(handlers)),
+      options_(std::move(options)) {}
+
+std::string Informer::key_of(const Json& object) {
+  auto ns = object.value("/metadata/namespace"_json_pointer, std::string());
+  auto name = object.value("/metadata/name"_json_pointer, std::string());
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::optional<Json> Informer::get(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+std::vector<Json> Informer::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<Json> objects;
+  for (const auto& [key, object] : cache_) {
+    objects.push_back(object);
+  }
+  return objects;
+}
+
+std::string Informer::resource_version() const {
+  std::lock_guard lock(mutex_);
+  return resource_version_;
+}
+
+void Informer::set_resource_version(const Json& object) {
+  auto rv = object.value("/metadata/resourceVersion"_json_pointer, std::string());
+  if (!rv.empty()) {
+    std::lock_guard lock(mutex_);
+    resource_version_ = rv;
+  }
+}
+
+void Informer::relist() {
+  ListOptions list_options;
+  list_options.label_selector = options_.label_selector;
+  list_options.field_selector = options_.field_selector;
+  list_options.page_size = options_.page_size;
+  // Empty resourceVersion: a quorum read. After a 410 the watch cache is behind us; reading it
+  // ("0") could hand back a snapshot older than what we already delivered.
+  Json snapshot = client_.list(resource_, namespace_, list_options);
+
+  std::map<std::string, Json> fresh;
+  // List items carry no kind/apiVersion (watch events do); restore them so handlers see the
+  // same shape from both sources.
+  const std::string list_kind = snapshot.value("kind", std::string());
+  const std::string kind =
+      list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : std::string();
+  for (auto& item : snapshot["items"]) {
+    if (!kind.empty() && !item.contains("kind")) {
+      item["kind"] = kind;
+      item["apiVersion"] = snapshot.value("apiVersion", resource_.api_version());
+    }
+    fresh.emplace(key_of(item), std::move(item));
+  }
+  std::vector<Json> added, deleted;
+  std::vector<std::pair<Json, Json>> updated;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, object] : cache_) {
+      if (fresh.count(key) == 0) {
+        deleted.push_back(object);  // vanished while we were not watching
+      }
+    }
+    for (const auto& [key, object] : fresh) {
+      auto old = cache_.find(key);
+      if (old == cache_.end()) {
+        added.push_back(object);
+      } else if (old->second.value("/metadata/resourceVersion"_json_pointer, std::string()) !=
+                 object.value("/metadata/resourceVersion"_json_pointer, std::string())) {
+        updated.emplace_back(old->second, object);
+      }
+    }
+    cache_ = std::move(fresh);
+    resource_version_ = snapshot.value("/metadata/resourceVersion"_json_pointer, std::string());
+  }
+  relists_++;
+  synced_ = true;
+  for (const auto& object : deleted) {
+    if (handlers_.on_delete) {
+      handlers_.on_delete(object);
+    }
+  }
+  for (const auto& object : added) {
+    if (handlers_.on_add) {
+      handlers_.on_add(object);
+    }
+  }
+  for (const auto& [old_object, new_object] : updated) {
+    if (handlers_.on_update) {
+      handlers_.on_update(old_object, new_object);
+    }
+  }
+}
+
+void Informer::apply(WatchEvent& event) {
+  set_resource_version(event.object);
+  if (event.type == WatchEventType::kBookmark) {
+    return;  // carries only a resourceVersion
+  }
+  const std::string key = key_of(event.object);
+  std::optional<Json> old;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      old = it->second;
+    }
+    if (event.type == WatchEventType::kDeleted) {
+      cache_.erase(key);
+    } else {
+      cache_[key] = event.object;
+    }
+  }
+  if (event.type == WatchEventType::kDeleted) {
+    if (handlers_.on_delete) {
+      handlers_.on_delete(event.object);
+    }
+  } else if (old) {
+    if (handlers_.on_update) {
+      handlers_.on_update(*old, event.object);
+    }
+  } else if (handlers_.on_add) {
+    handlers_.on_add(event.object);
+  }
+}
+
+void Informer::run(std::stop_token stop) {
+  Backoff backoff(options_.backoff_initial, options_.backoff_cap);
+  // A second run() after a stop resumes from where the first left off: the watch either
+  // continues from the last resourceVersion or, if that is too old by now, gets 410 and relists.
+  bool listed = synced_.load();
+  const std::string what = resource_.plural + (namespace_.empty() ? "" : " in " + namespace_);
+  while (!stop.stop_requested()) {
+    try {
+      if (!listed) {
+        relist();
+        listed = true;
+        backoff.reset();
+      }
+      WatchOptions watch_options;
+      watch_options.resource_version = resource_version();
+      watch_options.label_selector = options_.label_selector;
+      watch_options.field_selector = options_.field_selector;
+      watch_options.timeout_seconds = options_.watch_timeout_seconds;
+      watch_options.idle_timeout = options_.idle_timeout;
+      watches_++;
+      int events = 0;
+      auto started = Clock::now();
+      WatchEnd end = client_.watch(
+          resource_, namespace_, watch_options,
+          [&](WatchEvent& event) {
+            ++events;
+            apply(event);
+          },
+          stop);
+      if (end == WatchEnd::kStopped) {
+        break;
+      }
+      if (events > 0) {
+        backoff.reset();
+      } else if (Clock::now() - started < std::chrono::seconds(1)) {
+        // An immediately closed, empty watch means something is wrong; don't spin.
+        spdlog::warn("watch {}: ended at once without events; backing off", what);
+        sleep_unless_stopped(stop, backoff.next());
+      }
+      // Clean end of stream: re-watch from the last resourceVersion, no relist needed.
+    } catch (const ApiError& e) {
+      if (e.is_gone()) {
+        spdlog::info("watch {}: {}; relisting", what, e.what());
+        listed = false;
+        continue;
+      }
+      spdlog::warn("watch {}: {}", what, e.what());
+      sleep_unless_stopped(stop, backoff.next());
+    } catch (const std::exception& e) {
+      // TransportError (cut, idle, refused), WatchDecodeError: resume from the last version.
+      spdlog::warn("watch {}: {}", what, e.what());
+      sleep_unless_stopped(stop, backoff.next());
+    }
+  }
+}
+
+}  // namespace outbox::kube

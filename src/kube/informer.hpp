@@ -1,0 +1,88 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "kube/client.hpp"
+
+// List-then-watch of one resource, mirrored into a cache keyed by "namespace/name" (or "name"
+// for cluster-scoped objects), with handlers told about every change. The state machine is the
+// one kube-rs and client-go use:
+//
+//   (no snapshot) --list--> (watching from the list's resourceVersion)
+//   watching --clean end of stream--> watching again from the last resourceVersion seen
+//   watching --410 Gone, HTTP or ERROR event--> (no snapshot): relist from a quorum read
+//   any --transport/other error--> same state after exponential backoff (800 ms .. 30 s, jitter)
+//
+// Guarantees: per object, handlers see changes in the order the apiserver made them; after a
+// relist, objects that vanished while we were not watching are delivered as deletes (with their
+// last known state) and objects that changed as updates, so the cache converges to the server.
+// Caveat: intermediate states can be skipped (a cache is a subsequence of the true history),
+// and there is no ordering across different objects. Handlers run on the informer's thread
+// and must not block; typically they add the key to a WorkQueue.
+namespace outbox::kube {
+
+struct InformerHandlers {
+  std::function<void(const Json& object)> on_add;
+  std::function<void(const Json& old_object, const Json& new_object)> on_update;
+  std::function<void(const Json& last_known)> on_delete;
+};
+
+struct InformerOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int page_size = 500;
+  int watch_timeout_seconds = 290;
+  std::chrono::milliseconds idle_timeout{0};  // 0: watch_timeout_seconds + 5 s
+  std::chrono::milliseconds backoff_initial{800};
+  std::chrono::milliseconds backoff_cap{30'000};
+};
+
+class Informer {
+ public:
+  Informer(Client& client, Resource resource, std::string ns, InformerHandlers handlers,
+           InformerOptions options = {});
+
+  // Runs until `stop` is requested; call it on a dedicated thread. Calling it again after a
+  // stop resumes from the cache and resourceVersion of the previous run.
+  void run(std::stop_token stop);
+
+  // True once the first list has been applied to the cache.
+  bool has_synced() const { return synced_.load(); }
+  std::optional<Json> get(const std::string& key) const;
+  std::vector<Json> list() const;
+  std::string resource_version() const;
+  int relist_count() const { return relists_.load(); }
+  int watch_count() const { return watches_.load(); }
+
+  static std::string key_of(const Json& object);
+
+ private:
+  void relist();
+  void apply(WatchEvent& event);
+  void set_resource_version(const Json& object);
+
+  Client& client_;
+  Resource resource_;
+  std::string namespace_;
+  InformerHandlers handlers_;
+  InformerOptions options_;
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Json> cache_;
+  std::string resource_version_;
+  std::atomic<bool> synced_{false};
+  std::atomic<int> relists_{0};
+  std::atomic<int> watches_{0};
+};
+
+// Sleeps for `duration` unless `stop` is requested first; returns false if stopped.
+bool sleep_unless_stopped(std::stop_token stop, std::chrono::nanoseconds duration);
+
+}  // namespace outbox::kube

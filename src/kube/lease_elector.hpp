@@ -1,0 +1,93 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stop_token>
+#include <string>
+
+#include "kube/client.hpp"
+
+// Leader election on a coordination.k8s.io/v1 Lease, following client-go's algorithm
+// (tools/leaderelection/leaderelection.go).
+//
+// Clock model: a candidate never compares timestamps from the Lease with its own wall clock.
+// It notes, on its local monotonic clock, when it last saw the Lease record change, and
+// considers the holder's claim valid for leaseDurationSeconds from that moment. This tolerates
+// arbitrary clock skew between machines, but not clocks running at different rates: the
+// margin between lease_duration and renew_deadline is what absorbs rate differences.
+//
+// Guarantees (given the assumption above):
+//  - Mutual exclusion: a leader that cannot renew within renew_deadline (counted from the
+//    start of a renew round, i.e. at most retry_period + renew_deadline after its last
+//    successful renew) calls on_stopped_leading and run() returns; a standby only takes over
+//    lease_duration after it last saw the record change, and renew_deadline + retry_period <
+//    lease_duration is enforced.
+//  - Writes are optimistic: every update is a PUT carrying the resourceVersion last read, so
+//    of two racing candidates exactly one wins; a 409 just loses that round.
+//  - Takeover after the leader dies: within lease_duration + retry_period (plus request
+//    latency) of the kill. One deliberate refinement of client-go: while the Lease is validly
+//    held by another, a standby polls every retry_period without jitter (GETs do not contend)
+//    and wakes exactly when the claim expires, so its observation lags the last renewal by at
+//    most retry_period. Jitter (retry_period * [1, 2.2], as client-go) is kept for retries after
+//    conflicts and errors, where candidates do contend. Clean shutdown with release_on_cancel
+//    clears the holder, so a standby takes over at its next poll (within retry_period).
+// Caveats: on_stopped_leading must return only after all work guarded by the lease has stopped
+// (the lease is released right after it returns). After losing leadership the process should
+// exit (as controller-runtime does) rather than try to lead again with stale in-memory state.
+// Callbacks run on the thread calling run() and must not block for long.
+namespace outbox::kube {
+
+struct LeaseElectorConfig {
+  std::string lease_namespace;
+  std::string lease_name;
+  std::string identity;  // unique per process, e.g. pod name or hostname_uuid
+  std::chrono::milliseconds lease_duration{15'000};
+  std::chrono::milliseconds renew_deadline{10'000};
+  std::chrono::milliseconds retry_period{2'000};
+  bool release_on_cancel = true;
+
+  std::function<void()> on_started_leading;
+  std::function<void()> on_stopped_leading;
+  std::function<void(const std::string& identity)> on_new_leader;  // any holder change seen
+};
+
+class LeaseElector {
+ public:
+  // Throws std::invalid_argument for a config client-go would reject.
+  LeaseElector(Client& client, LeaseElectorConfig config);
+
+  // Acquires, then renews until the renew deadline passes or `stop` is requested. Returns true
+  // after a clean stop, false when leadership was lost.
+  bool run(std::stop_token stop);
+
+  bool is_leader() const { return leading_.load(); }
+
+  // One acquire-or-renew attempt; public for tests. True when we hold the lease after it.
+  bool try_acquire_or_renew();
+
+ private:
+  bool record_says_me() const;
+  void observe(const Json& lease, std::chrono::steady_clock::time_point now);
+  std::chrono::milliseconds time_left() const;
+  void release();
+  std::chrono::milliseconds request_timeout() const;
+
+  Client& client_;
+  LeaseElectorConfig config_;
+  std::atomic<bool> leading_{false};
+  std::mt19937_64 rng_{std::random_device{}()};
+
+  Json observed_lease_;        // last Lease object read or written (carries resourceVersion)
+  std::string observed_spec_;  // its spec, serialized: any byte change counts as a renewal
+  std::chrono::steady_clock::time_point observed_time_{};
+  std::string reported_leader_;
+  std::chrono::steady_clock::time_point attempt_deadline_{};
+  // Set by a failed attempt that found the lease validly held by another: when it expires.
+  std::optional<std::chrono::steady_clock::time_point> held_until_;
+};
+
+}  // namespace outbox::kube
