@@ -1,5 +1,6 @@
 #include "cli/app.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -36,7 +37,28 @@ int run(int argc, char** argv) {
   };
   add(add_migrate_command);
   add(add_relay_command);
+  add(add_compensate_command);
+  add(add_cleanup_command);
+  add(add_inspect_command);
+  add(add_requeue_command);
+  add(add_replay_command);
 
+  // CLI11 reports a mistyped command as "A subcommand is required"; name it instead.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--log-level" || arg == "--log-format") {
+      ++i;
+    } else if (!arg.empty() && arg[0] != '-') {
+      auto subs = app.get_subcommands({});
+      bool known =
+          std::any_of(subs.begin(), subs.end(), [&](CLI::App* s) { return s->check_name(arg); });
+      if (!known) {
+        std::cerr << "unknown command \"" << arg << "\"; run with --help to see the commands\n";
+        return 2;
+      }
+      break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

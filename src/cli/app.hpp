@@ -17,5 +17,10 @@ int run(int argc, char** argv);
 using Action = std::function<int()>;
 Action add_migrate_command(CLI::App& app);
 Action add_relay_command(CLI::App& app);
+Action add_compensate_command(CLI::App& app);
+Action add_cleanup_command(CLI::App& app);
+Action add_inspect_command(CLI::App& app);
+Action add_requeue_command(CLI::App& app);
+Action add_replay_command(CLI::App& app);
 
 }  // namespace outbox::cli

@@ -28,16 +28,16 @@ void validate_identifier(std::string_view text, std::string_view what) {
   }
 }
 
-TableName TableName::parse(std::string_view text) {
+TableName TableName::parse(std::string_view text, std::string_view what) {
   auto dot = text.find('.');
   std::string_view schema = "public";
   std::string_view table = text;
   if (dot != std::string_view::npos) {
     schema = text.substr(0, dot);
     table = text.substr(dot + 1);
-    validate_identifier(schema, "schema name");
+    validate_identifier(schema, std::string(what) + " (schema part)");
   }
-  validate_identifier(table, "table name");
+  validate_identifier(table, what);
   return TableName(std::string(schema), std::string(table));
 }
 

@@ -10,8 +10,8 @@ namespace outbox {
 // quoted safely; they are never spliced into SQL unvalidated.
 class TableName {
  public:
-  // Throws std::invalid_argument naming what is wrong with `text`.
-  static TableName parse(std::string_view text);
+  // Throws std::invalid_argument naming `what` and what is wrong with `text`.
+  static TableName parse(std::string_view text, std::string_view what = "table name");
 
   const std::string& schema() const { return schema_; }
   const std::string& table() const { return table_; }

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <pqxx/pqxx>
-#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -72,14 +71,13 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
     : config_(std::move(config)),
       table_(TableName::parse(config_.table)),
-      router_(config_.topic_template, config_.routes),
       metrics_(registry, table_.plain()),
       producer_(config_.kafka),
-      rng_(std::random_device{}()) {
+      publisher_(producer_, config_.publish) {
   if (config_.batch_size < 1) {
     throw std::invalid_argument("batch size must be at least 1");
   }
-  if (config_.max_attempts < 1) {
+  if (config_.publish.max_attempts < 1) {
     throw std::invalid_argument("max attempts must be at least 1");
   }
   if (config_.identity.empty()) {
@@ -211,79 +209,22 @@ void Relay::step(const std::atomic<bool>& stop) {
   }
 }
 
-// Publishes one claimed batch and writes the outcome back in at most two
-// statements. Returns false when Kafka was unreachable.
+// Publishes one claimed batch through the shared publisher and records the
+// outcome in the metrics. Returns false when Kafka was unreachable.
 bool Relay::publish_batch(const std::vector<OutboxEvent>& batch) {
   const auto started = Clock::now();
-  std::vector<kafka::Message> messages;
-  std::vector<std::size_t> produced;  // batch index of each message
-  std::vector<RetryDecision> decisions;
-  messages.reserve(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const OutboxEvent& e = batch[i];
-    std::string topic = router_.topic_for(e.biz_type);
-    if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
-      decisions.push_back({e.id, true, {}, "routing: " + problem});
-      continue;
-    }
-    messages.push_back(
-        {std::move(topic),
-         e.biz_id,
-         e.payload,
-         {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
-    produced.push_back(i);
-  }
-  std::vector<kafka::Delivery> deliveries = producer_.publish(messages);
-
-  std::vector<std::int64_t> delivered;
-  std::set<std::string> blocked_keys;  // keys with an earlier event not delivered in this batch
-  bool unreachable = false;
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (std::size_t m = 0; m < deliveries.size(); ++m) {
-    const OutboxEvent& e = batch[produced[m]];
-    const kafka::Delivery& d = deliveries[m];
-    switch (d.error_class) {
-      case kafka::ErrorClass::kNone:
-        if (blocked_keys.count(e.biz_id) != 0) {
-          metrics_.order_anomalies.inc();
-        }
-        delivered.push_back(e.id);
-        break;
-      case kafka::ErrorClass::kUnreachable:
-        unreachable = true;
-        blocked_keys.insert(e.biz_id);
-        metrics_.deferred.inc();
-        break;
-      case kafka::ErrorClass::kPermanent:
-        decisions.push_back({e.id, true, {}, d.error});
-        break;
-      case kafka::ErrorClass::kRetryable: {
-        int attempts = e.retry_count + 1;
-        bool give_up = attempts >= config_.max_attempts;
-        decisions.push_back({e.id, give_up, config_.backoff.delay(attempts, unit(rng_)), d.error});
-        blocked_keys.insert(e.biz_id);
-        break;
-      }
-    }
-  }
-  store_->mark_sent(delivered, config_.delete_on_sent);
-  store_->record_failures(decisions);
-
-  for (const auto& d : decisions) {
-    if (d.failed) {
-      metrics_.failed.inc();
-      spdlog::warn("event id {} FAILED: {}", d.id, d.error);
-    } else {
-      metrics_.retried.inc();
-    }
-  }
-  metrics_.published.inc(static_cast<double>(delivered.size()));
+  BatchOutcome o = publisher_.publish(*store_, batch);
+  metrics_.published.inc(static_cast<double>(o.delivered));
+  metrics_.failed.inc(static_cast<double>(o.failed));
+  metrics_.retried.inc(static_cast<double>(o.retried));
+  metrics_.deferred.inc(static_cast<double>(o.deferred));
+  metrics_.order_anomalies.inc(static_cast<double>(o.order_anomalies));
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   metrics_.publish_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
-  if (!unreachable) {
+  if (!o.kafka_unreachable) {
     metrics_.kafka_up.set(1);
   }
-  return !unreachable;
+  return !o.kafka_unreachable;
 }
 
 // Sleeps until a NOTIFY arrives, `limit` passes, or `stop` is set.

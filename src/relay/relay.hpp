@@ -12,6 +12,7 @@
 #include "outbox/store.hpp"
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
+#include "relay/batch_publisher.hpp"
 #include "relay/topic_router.hpp"
 
 namespace outbox {
@@ -24,13 +25,9 @@ struct RelayConfig {
   std::string dsn;  // a secret: never logged unredacted
   std::string table = "public.outbox_event";
   kafka::ProducerConfig kafka;
-  std::string topic_template = "outbox.{biz_type}";
-  std::map<std::string, std::string> routes;  // biz_type -> topic
+  PublishPolicy publish;  // routes, attempts, backoff, mark or delete
   int batch_size = 500;
   std::chrono::milliseconds poll_interval{2000};
-  bool delete_on_sent = false;  // onSent: Delete instead of Mark
-  int max_attempts = 10;
-  BackoffPolicy backoff;
   std::chrono::seconds stuck_after{600};
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
@@ -84,15 +81,14 @@ class Relay {
 
   RelayConfig config_;
   TableName table_;
-  TopicRouter router_;
   RelayMetrics metrics_;
   kafka::BatchProducer producer_;
+  BatchPublisher publisher_;
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<ShardOwnership> shards_;
   std::unique_ptr<OutboxStore> store_;
   class WakeUp;
   std::unique_ptr<WakeUp> wake_;
-  std::mt19937_64 rng_;
   std::atomic<bool> ready_{false};
   std::atomic<long long> last_beat_ms_{0};
   std::chrono::steady_clock::time_point next_rebalance_{};

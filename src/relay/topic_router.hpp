@@ -12,6 +12,8 @@ class TopicRouter {
   TopicRouter(std::string default_template, std::map<std::string, std::string> routes)
       : template_(std::move(default_template)), routes_(std::move(routes)) {}
 
+  const std::string& default_template() const { return template_; }
+
   std::string topic_for(const std::string& biz_type) const {
     if (auto it = routes_.find(biz_type); it != routes_.end()) {
       return it->second;

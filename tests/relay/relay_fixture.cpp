@@ -95,11 +95,11 @@ relay::RelayConfig OutboxTestTable::relay_config() const {
   c.table = table.plain();
   c.kafka.bootstrap_servers = testbed::kafka_bootstrap();
   c.kafka.message_timeout = std::chrono::seconds(5);
-  c.topic_template = topic;
+  c.publish.router = relay::TopicRouter(topic, {});
   c.batch_size = 100;
   c.poll_interval = std::chrono::milliseconds(500);
-  c.backoff.initial = std::chrono::milliseconds(200);
-  c.backoff.max = std::chrono::milliseconds(1000);
+  c.publish.backoff.initial = std::chrono::milliseconds(200);
+  c.publish.backoff.max = std::chrono::milliseconds(1000);
   c.rebalance_interval = std::chrono::milliseconds(200);
   c.backlog_interval = std::chrono::milliseconds(200);
   return c;
@@ -121,17 +121,18 @@ void ThreadRelay::stop() {
 }
 
 ProcessRelay::ProcessRelay(const relay::RelayConfig& c, const std::string& log_path) {
-  std::vector<std::string> args = {OUTBOX_BINARY,
-                                   "relay",
-                                   "--table=" + c.table,
-                                   "--brokers=" + c.kafka.bootstrap_servers,
-                                   "--topic=" + c.topic_template,
-                                   "--batch-size=" + std::to_string(c.batch_size),
-                                   "--poll-interval=" + format_duration(c.poll_interval),
-                                   "--initial-backoff=" + format_duration(c.backoff.initial),
-                                   "--max-backoff=" + format_duration(c.backoff.max),
-                                   "--message-timeout=" + format_duration(c.kafka.message_timeout),
-                                   "--listen=127.0.0.1:0"};
+  std::vector<std::string> args = {
+      OUTBOX_BINARY,
+      "relay",
+      "--table=" + c.table,
+      "--brokers=" + c.kafka.bootstrap_servers,
+      "--topic=" + c.publish.router.default_template(),
+      "--batch-size=" + std::to_string(c.batch_size),
+      "--poll-interval=" + format_duration(c.poll_interval),
+      "--initial-backoff=" + format_duration(c.publish.backoff.initial),
+      "--max-backoff=" + format_duration(c.publish.backoff.max),
+      "--message-timeout=" + format_duration(c.kafka.message_timeout),
+      "--listen=127.0.0.1:0"};
   pid_ = ::fork();
   if (pid_ == 0) {
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

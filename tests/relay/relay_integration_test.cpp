@@ -199,7 +199,7 @@ TEST(Relay, APoisonEventEndsFailedWithTheReasonWhileOtherKeysFlow) {
 TEST(Relay, AnInvalidRouteFailsOnlyTheEventsItRoutes) {
   OutboxTestTable t;
   auto c = t.relay_config();
-  c.routes["bad type"] = "not a topic!";
+  c.publish.router = relay::TopicRouter(t.topic, {{"bad type", "not a topic!"}});
   ThreadRelay relay(c);
   {
     pqxx::connection conn(t.dsn);

@@ -1,0 +1,97 @@
+// The one-shot jobs the operator's CronJobs run: compensate and cleanup.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <pqxx/pqxx>
+
+#include "cli/app.hpp"
+#include "cli/database_options.hpp"
+#include "cli/publish_options.hpp"
+#include "common/duration.hpp"
+#include "outbox/retention.hpp"
+#include "relay/compensator.hpp"
+
+namespace outbox::cli {
+
+Action add_compensate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "compensate",
+      "publish due events of shards no live relay holds (the safety-net CronJob); exit 0 "
+      "when done, 3 when Kafka was unreachable");
+  struct Options {
+    DatabaseOptions db;
+    PublishOptions publish;
+    int batch_size = 200;
+    std::string stale_after = "5m";
+    std::string time_budget = "50s";
+  };
+  auto o = std::make_shared<Options>();
+  o->db.add_to(*cmd);
+  o->publish.add_to(*cmd);
+  cmd->add_option("--batch-size", o->batch_size, "events per claim")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cmd->add_option("--stale-after", o->stale_after, "pending age reported as stuck")
+      ->capture_default_str();
+  cmd->add_option("--time-budget", o->time_budget, "stop claiming after this long")
+      ->capture_default_str();
+  return [o]() {
+    relay::CompensationConfig c;
+    c.dsn = o->db.resolve_dsn();
+    c.table = o->db.table;
+    c.kafka = o->publish.producer_config();
+    c.publish = o->publish.policy();
+    c.batch_size = o->batch_size;
+    c.stale_after =
+        std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->stale_after));
+    c.time_budget = parse_duration(o->time_budget);
+    relay::CompensationReport r = relay::compensate(c);
+    std::cout << r.summary_line() << "\n" << r.json() << std::endl;
+    return r.kafka_unreachable ? 3 : 0;
+  };
+}
+
+Action add_cleanup_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "cleanup", "delete or archive sent events past their retention, in small batches");
+  struct Options {
+    DatabaseOptions db;
+    std::string keep_sent = "168h";
+    int batch_size = 1000;
+    std::string archive_table;
+    std::string pause = "0ms";
+  };
+  auto o = std::make_shared<Options>();
+  o->db.add_to(*cmd);
+  cmd->add_option("--keep-sent", o->keep_sent, "keep sent events this long")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "rows per short transaction")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--archive-table", o->archive_table,
+                  "move rows to this table instead of deleting them");
+  cmd->add_option("--pause", o->pause, "sleep between batches")->capture_default_str();
+  return [o]() {
+    TableName table = TableName::parse(o->db.table);
+    RetentionConfig c;
+    c.keep_sent = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->keep_sent));
+    c.batch_size = o->batch_size;
+    c.pause = parse_duration(o->pause);
+    if (!o->archive_table.empty()) {
+      c.archive = TableName::parse(o->archive_table, "--archive-table");
+    }
+    pqxx::connection conn(o->db.resolve_dsn());
+    RetentionReport r = run_retention(conn, table, c);
+    if (!r.ran) {
+      std::cout << "cleanup: another cleanup of " << table.plain() << " is running; nothing done\n"
+                << R"({"ran":false,"removed":0,"batches":0})" << std::endl;
+      return 0;
+    }
+    std::cout << "cleanup: " << (c.archive ? "archived " : "removed ") << r.removed
+              << " sent events older than " << o->keep_sent << " in " << r.batches << " batch(es)\n"
+              << R"({"ran":true,"removed":)" << r.removed << R"(,"batches":)" << r.batches << "}"
+              << std::endl;
+    return 0;
+  };
+}
+
+}  // namespace outbox::cli

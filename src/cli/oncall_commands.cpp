@@ -1,0 +1,98 @@
+// On-call tools: inspect the backlog, requeue FAILED events, replay sent ones.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <pqxx/pqxx>
+
+#include "cli/app.hpp"
+#include "cli/database_options.hpp"
+#include "outbox/operations.hpp"
+
+namespace outbox::cli {
+namespace {
+
+struct SelectionOptions {
+  DatabaseOptions db;
+  Selection selection;
+  std::string biz_type, from, to;
+  bool dry_run = false;
+
+  void add_to(CLI::App& cmd) {
+    db.add_to(cmd);
+    cmd.add_option("--event-id", selection.event_ids, "event_id (repeatable)");
+    cmd.add_option("--biz-type", biz_type, "only this biz_type");
+    cmd.add_option("--from", from, "created at or after (RFC 3339)");
+    cmd.add_option("--to", to, "created before (RFC 3339)");
+    cmd.add_option("--from-id", selection.id_from, "id at or above");
+    cmd.add_option("--to-id", selection.id_to, "id at or below");
+    cmd.add_flag("--dry-run", dry_run, "report what would change, change nothing");
+  }
+
+  Selection resolved() const {
+    Selection s = selection;
+    if (!biz_type.empty()) {
+      s.biz_type = biz_type;
+    }
+    if (!from.empty()) {
+      s.created_from = from;
+    }
+    if (!to.empty()) {
+      s.created_to = to;
+    }
+    s.validate();  // before connecting: bad input changes nothing
+    return s;
+  }
+};
+
+}  // namespace
+
+Action add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect",
+                                 "backlog: counts, oldest pending, worst biz_types, "
+                                 "latest errors, keys held behind a retry");
+  auto db = std::make_shared<DatabaseOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto top = std::make_shared<int>(5);
+  db->add_to(*cmd);
+  cmd->add_flag("--json", *json, "machine-readable output");
+  cmd->add_option("--top", *top, "rows per list")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  return [db, json, top]() {
+    TableName table = TableName::parse(db->table);
+    pqxx::connection conn(db->resolve_dsn());
+    Inspection in = inspect(conn, table, *top);
+    std::cout << (*json ? in.json() + "\n" : in.text());
+    return 0;
+  };
+}
+
+Action add_requeue_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
+  auto o = std::make_shared<SelectionOptions>();
+  o->add_to(*cmd);
+  return [o]() {
+    Selection s = o->resolved();
+    TableName table = TableName::parse(o->db.table);
+    pqxx::connection conn(o->db.resolve_dsn());
+    std::cout << requeue_failed(conn, table, s, o->dry_run).text("requeue", "requeued")
+              << std::endl;
+    return 0;
+  };
+}
+
+Action add_replay_command(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("replay", "publish sent events again (consumers dedupe on event_id)");
+  auto o = std::make_shared<SelectionOptions>();
+  o->add_to(*cmd);
+  return [o]() {
+    Selection s = o->resolved();
+    TableName table = TableName::parse(o->db.table);
+    pqxx::connection conn(o->db.resolve_dsn());
+    std::cout << replay_sent(conn, table, s, o->dry_run).text("replay", "replayed") << std::endl;
+    return 0;
+  };
+}
+
+}  // namespace outbox::cli

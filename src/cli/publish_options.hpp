@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kafka/producer.hpp"
+#include "relay/batch_publisher.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace outbox::cli {
+
+// Kafka connection and publishing rules, shared by `relay` and `compensate` so
+// that both publish with the same routes, retries and backoff.
+struct PublishOptions {
+  std::string brokers;
+  std::vector<std::string> kafka_properties;
+  std::string kafka_properties_file;
+  std::string topic = "outbox.{biz_type}";
+  std::vector<std::string> routes;
+  std::string on_sent = "mark";
+  int max_attempts = 10;
+  std::string initial_backoff = "1m";
+  std::string max_backoff = "64m";
+  double jitter = 0.2;
+  std::string message_timeout = "10s";
+
+  void add_to(CLI::App& cmd);
+  // Throw std::invalid_argument with what to fix.
+  kafka::ProducerConfig producer_config() const;
+  relay::PublishPolicy policy() const;
+};
+
+}  // namespace outbox::cli

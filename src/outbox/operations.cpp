@@ -1,0 +1,213 @@
+#include "outbox/operations.hpp"
+
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace outbox {
+namespace {
+
+std::string ts(const std::string& column) {
+  return "to_char(" + column + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
+}
+
+// The selection as a WHERE fragment over fixed text parameters $2..$7, where an
+// empty string means "not set". Values never enter the SQL text.
+const char* kSelectionWhere =
+    " AND (NULLIF($2, '') IS NULL OR event_id = ANY(NULLIF($2, '')::uuid[]))"
+    " AND (NULLIF($3, '') IS NULL OR biz_type = $3)"
+    " AND (NULLIF($4, '') IS NULL OR created_at >= NULLIF($4, '')::timestamptz)"
+    " AND (NULLIF($5, '') IS NULL OR created_at < NULLIF($5, '')::timestamptz)"
+    " AND (NULLIF($6, '') IS NULL OR id >= NULLIF($6, '')::bigint)"
+    " AND (NULLIF($7, '') IS NULL OR id <= NULLIF($7, '')::bigint)";
+
+ChangeReport change(pqxx::connection& conn, const TableName& table, const Selection& s,
+                    bool dry_run, int from_status, const std::string& set_clause) {
+  s.validate();
+  pqxx::work tx(conn);
+  for (const auto& t : {s.created_from, s.created_to}) {
+    if (t) {
+      try {
+        pqxx::subtransaction check(tx);
+        check.exec_params("SELECT $1::timestamptz", *t);
+        check.commit();
+      } catch (const pqxx::sql_error&) {
+        throw std::invalid_argument("invalid time \"" + *t +
+                                    "\" (use RFC 3339, e.g. 2026-12-01T10:00:00Z)");
+      }
+    }
+  }
+  std::string ids = s.event_ids.empty() ? "" : "{";
+  for (std::size_t i = 0; i < s.event_ids.size(); ++i) {
+    ids += (i ? "," : "") + s.event_ids[i];
+  }
+  if (!ids.empty()) {
+    ids += "}";
+  }
+  const std::string where = " WHERE status = $1" + std::string(kSelectionWhere);
+  const std::string sql =
+      dry_run
+          ? "SELECT event_id::text FROM " + table.quoted() + where + " ORDER BY id"
+          : "UPDATE " + table.quoted() + " SET " + set_clause + where + " RETURNING event_id::text";
+  auto rows =
+      tx.exec_params(sql, from_status, ids, s.biz_type.value_or(""), s.created_from.value_or(""),
+                     s.created_to.value_or(""), s.id_from ? std::to_string(*s.id_from) : "",
+                     s.id_to ? std::to_string(*s.id_to) : "");
+  ChangeReport report;
+  report.dry_run = dry_run;
+  for (const auto& r : rows) {
+    report.event_ids.push_back(r[0].as<std::string>());
+  }
+  tx.commit();
+  return report;
+}
+
+}  // namespace
+
+void Selection::validate() const {
+  static const std::regex uuid(
+      "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
+  if (event_ids.empty() && !biz_type && !created_from && !created_to && !id_from && !id_to) {
+    throw std::invalid_argument(
+        "select the events: --event-id, --biz-type, --from/--to or --from-id/--to-id");
+  }
+  for (const auto& id : event_ids) {
+    if (!std::regex_match(id, uuid)) {
+      throw std::invalid_argument("\"" + id + "\" is not an event_id (a UUID)");
+    }
+  }
+  if (biz_type && biz_type->empty()) {
+    throw std::invalid_argument("--biz-type is empty");
+  }
+  if (id_from && id_to && *id_from > *id_to) {
+    throw std::invalid_argument("--from-id is greater than --to-id");
+  }
+}
+
+ChangeReport requeue_failed(pqxx::connection& conn, const TableName& table, const Selection& s,
+                            bool dry_run) {
+  return change(conn, table, s, dry_run, 2,
+                "status = 0, retry_count = 0, next_retry_time = now(), updated_at = now()");
+}
+
+ChangeReport replay_sent(pqxx::connection& conn, const TableName& table, const Selection& s,
+                         bool dry_run) {
+  return change(conn, table, s, dry_run, 1,
+                "status = 0, retry_count = 0, next_retry_time = now(), sent_at = NULL, "
+                "updated_at = now()");
+}
+
+std::string ChangeReport::text(const std::string& verb, const std::string& verb_past) const {
+  std::ostringstream os;
+  os << (dry_run ? "dry run: would " + verb + " " : verb_past + " ") << event_ids.size()
+     << " event(s)";
+  for (std::size_t i = 0; i < event_ids.size() && i < 50; ++i) {
+    os << (i == 0 ? ": " : ", ") << event_ids[i];
+  }
+  if (event_ids.size() > 50) {
+    os << ", ... (" << event_ids.size() - 50 << " more)";
+  }
+  return os.str();
+}
+
+Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
+  const std::string q = table.quoted();
+  pqxx::work tx(conn);  // one snapshot for every figure
+  Inspection in;
+  auto c = tx.exec(
+      "SELECT count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 1), "
+      "count(*) FILTER (WHERE status = 2), COALESCE(EXTRACT(EPOCH FROM now() - "
+      "min(created_at) FILTER (WHERE status = 0)), 0) FROM " +
+      q);
+  in.pending = c[0][0].as<std::int64_t>();
+  in.sent = c[0][1].as<std::int64_t>();
+  in.failed = c[0][2].as<std::int64_t>();
+  in.oldest_pending_seconds = c[0][3].as<double>();
+  for (
+      const auto& r : tx.exec_params(
+          "SELECT biz_type, count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 2) "
+          "FROM " +
+              q +
+              " WHERE status IN (0, 2) GROUP BY biz_type ORDER BY count(*) DESC, biz_type LIMIT $1",
+          top)) {
+    in.worst_biz_types.push_back(
+        {r[0].as<std::string>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>()});
+  }
+  for (const auto& r : tx.exec_params("SELECT event_id::text, biz_type, biz_id, last_error, " +
+                                          ts("updated_at") + ", retry_count FROM " + q +
+                                          " WHERE status IN (0, 2) AND last_error IS NOT NULL "
+                                          "ORDER BY updated_at DESC LIMIT $1",
+                                      top)) {
+    in.last_errors.push_back({r[0].as<std::string>(), r[1].as<std::string>(),
+                              r[2].as<std::string>(), r[3].as<std::string>(),
+                              r[4].as<std::string>(), r[5].as<int>()});
+  }
+  for (const auto& r : tx.exec_params(
+           "SELECT h.biz_id, " + ts("h.next_retry_time") + ", (SELECT count(*) FROM " + q +
+               " e WHERE e.status = 0 AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + q +
+               " h WHERE h.status = 0 AND h.retry_count > 0 AND h.next_retry_time > now() "
+               "ORDER BY h.next_retry_time DESC LIMIT $1",
+           top)) {
+    in.blocked_keys.push_back(
+        {r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
+  }
+  tx.commit();
+  return in;
+}
+
+std::string Inspection::text() const {
+  std::ostringstream os;
+  os << "pending " << pending << ", sent " << sent << ", FAILED " << failed << ", oldest pending "
+     << oldest_pending_seconds << " s\n";
+  if (!worst_biz_types.empty()) {
+    os << "biz_types with the most unsent events:\n";
+    for (const auto& t : worst_biz_types) {
+      os << "  " << t.biz_type << ": pending " << t.pending << ", FAILED " << t.failed << "\n";
+    }
+  }
+  if (!last_errors.empty()) {
+    os << "latest errors:\n";
+    for (const auto& f : last_errors) {
+      os << "  " << f.updated_at << " " << f.event_id << " " << f.biz_type << "/" << f.biz_id
+         << " attempts " << f.retry_count << ": " << f.last_error << "\n";
+    }
+  }
+  if (!blocked_keys.empty()) {
+    os << "keys held behind a retrying event:\n";
+    for (const auto& b : blocked_keys) {
+      os << "  " << b.biz_id << ": " << b.waiting << " waiting, next try " << b.next_retry_time
+         << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::string Inspection::json() const {
+  nlohmann::json j = {{"pending", pending},
+                      {"sent", sent},
+                      {"failed", failed},
+                      {"oldestPendingSeconds", oldest_pending_seconds},
+                      {"worstBizTypes", nlohmann::json::array()},
+                      {"lastErrors", nlohmann::json::array()},
+                      {"blockedKeys", nlohmann::json::array()}};
+  for (const auto& t : worst_biz_types) {
+    j["worstBizTypes"].push_back(
+        {{"bizType", t.biz_type}, {"pending", t.pending}, {"failed", t.failed}});
+  }
+  for (const auto& f : last_errors) {
+    j["lastErrors"].push_back({{"eventId", f.event_id},
+                               {"bizType", f.biz_type},
+                               {"bizId", f.biz_id},
+                               {"attempts", f.retry_count},
+                               {"error", f.last_error},
+                               {"at", f.updated_at}});
+  }
+  for (const auto& b : blocked_keys) {
+    j["blockedKeys"].push_back(
+        {{"bizId", b.biz_id}, {"waiting", b.waiting}, {"nextRetry", b.next_retry_time}});
+  }
+  return j.dump();
+}
+
+}  // namespace outbox
