@@ -67,32 +67,35 @@ Action add_inspect_command(CLI::App& app) {
   };
 }
 
-Action add_requeue_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
+namespace {
+
+// requeue and replay differ only in which rows move and what the report says.
+using ChangeFn = ChangeReport (*)(pqxx::connection&, const TableName&, const Selection&, bool);
+Action add_change_command(CLI::App& app, const std::string& name, const std::string& help,
+                          ChangeFn change, const std::string& verb, const std::string& verb_past) {
+  auto* cmd = app.add_subcommand(name, help);
   auto o = std::make_shared<SelectionOptions>();
   o->add_to(*cmd);
-  return [o]() {
+  return [o, change, verb, verb_past]() {
     Selection s = o->resolved();
     TableName table = TableName::parse(o->db.table);
     pqxx::connection conn(o->db.resolve_dsn());
-    std::cout << requeue_failed(conn, table, s, o->dry_run).text("requeue", "requeued")
-              << std::endl;
+    std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
     return 0;
   };
 }
 
+}  // namespace
+
+Action add_requeue_command(CLI::App& app) {
+  return add_change_command(app, "requeue", "move FAILED events back to pending", requeue_failed,
+                            "requeue", "requeued");
+}
+
 Action add_replay_command(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("replay", "publish sent events again (consumers dedupe on event_id)");
-  auto o = std::make_shared<SelectionOptions>();
-  o->add_to(*cmd);
-  return [o]() {
-    Selection s = o->resolved();
-    TableName table = TableName::parse(o->db.table);
-    pqxx::connection conn(o->db.resolve_dsn());
-    std::cout << replay_sent(conn, table, s, o->dry_run).text("replay", "replayed") << std::endl;
-    return 0;
-  };
+  return add_change_command(app, "replay",
+                            "publish sent events again (consumers dedupe on event_id)", replay_sent,
+                            "replay", "replayed");
 }
 
 }  // namespace outbox::cli
