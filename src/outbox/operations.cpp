@@ -153,6 +153,7 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
         {r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
   }
   tx.commit();
+  in.health = OutboxStore(conn, table).health();
   return in;
 }
 
@@ -160,6 +161,13 @@ std::string Inspection::text() const {
   std::ostringstream os;
   os << "pending " << pending << ", sent " << sent << ", FAILED " << failed << ", oldest pending "
      << oldest_pending_seconds << " s\n";
+  os << "table health: " << health.live_tuples << " live / " << health.dead_tuples
+     << " dead tuples, oldest open transaction " << health.oldest_transaction_seconds
+     << " s, last vacuum "
+     << (health.seconds_since_vacuum < 0
+             ? std::string("never")
+             : std::to_string(static_cast<long>(health.seconds_since_vacuum)) + " s ago")
+     << "\n";
   if (!worst_biz_types.empty()) {
     os << "biz_types with the most unsent events:\n";
     for (const auto& t : worst_biz_types) {
@@ -190,7 +198,12 @@ std::string Inspection::json() const {
                       {"oldestPendingSeconds", oldest_pending_seconds},
                       {"worstBizTypes", nlohmann::json::array()},
                       {"lastErrors", nlohmann::json::array()},
-                      {"blockedKeys", nlohmann::json::array()}};
+                      {"blockedKeys", nlohmann::json::array()},
+                      {"health",
+                       {{"liveTuples", health.live_tuples},
+                        {"deadTuples", health.dead_tuples},
+                        {"oldestTransactionSeconds", health.oldest_transaction_seconds},
+                        {"secondsSinceVacuum", health.seconds_since_vacuum}}}};
   for (const auto& t : worst_biz_types) {
     j["worstBizTypes"].push_back(
         {{"bizType", t.biz_type}, {"pending", t.pending}, {"failed", t.failed}});

@@ -32,6 +32,7 @@ struct Inspection {
     std::int64_t waiting = 0;  // events of the key held behind its retrying head
   };
   std::vector<BlockedKey> blocked_keys;
+  TableHealth health;
 
   std::string text() const;
   std::string json() const;

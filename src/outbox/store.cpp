@@ -92,8 +92,8 @@ void OutboxStore::record_failures(const std::vector<RetryDecision>& decisions) {
 
 Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
   pqxx::nontransaction tx(conn_);
-  // Pending rows are few (partial index); failed rows are counted through the
-  // "_done" partial index. Ages use the database clock, not the relay's.
+  // Pending rows are few (partial index); FAILED rows are counted through the
+  // "_failed" partial index. Ages use the database clock, not the relay's.
   auto r = tx.exec_params(
       "SELECT count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 0 AND "
       "created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() - "
@@ -107,6 +107,25 @@ Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
   auto f = tx.exec("SELECT count(*) FROM " + table_.quoted() + " WHERE status = 2");
   b.failed = f[0][0].as<std::int64_t>();
   return b;
+}
+
+TableHealth OutboxStore::health() {
+  pqxx::nontransaction tx(conn_);
+  auto r = tx.exec_params(
+      "SELECT COALESCE(n_live_tup, 0), COALESCE(n_dead_tup, 0), "
+      "COALESCE(EXTRACT(EPOCH FROM now() - greatest(last_vacuum, last_autovacuum)), -1), "
+      "(SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
+      " WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) "
+      "FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2",
+      table_.schema(), table_.table());
+  TableHealth h;
+  if (!r.empty()) {
+    h.live_tuples = r[0][0].as<std::int64_t>();
+    h.dead_tuples = r[0][1].as<std::int64_t>();
+    h.seconds_since_vacuum = r[0][2].as<double>();
+    h.oldest_transaction_seconds = r[0][3].as<double>();
+  }
+  return h;
 }
 
 std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,

@@ -38,6 +38,13 @@ struct Backlog {
   double oldest_pending_seconds = 0;  // measured on the database clock
 };
 
+struct TableHealth {
+  std::int64_t live_tuples = 0;
+  std::int64_t dead_tuples = 0;
+  double oldest_transaction_seconds = 0;  // the xmin horizon's age, database-wide
+  double seconds_since_vacuum = -1;       // -1: never vacuumed since statistics reset
+};
+
 // The SQL side of the relay: claim, mark, reschedule. All statements run outside
 // explicit transactions (autocommit), so no transaction ever spans a Kafka call.
 // Call it on the session that holds the shard locks: the locks die with that
@@ -61,6 +68,10 @@ class OutboxStore {
 
   // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
   Backlog backlog(std::chrono::seconds stuck_after);
+
+  // Signals of a polling queue heading for trouble: dead tuples the claim must
+  // step over, the oldest open transaction holding back vacuum, vacuum lag.
+  TableHealth health();
 
   const TableName& table() const { return table_; }
 

@@ -65,6 +65,18 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
           r.gauge("outbox_relay_members", "Live relay replicas on this table", {{"table", table}})),
       database_up(
           r.gauge("outbox_database_up", "1 when the database session is up", {{"table", table}})),
+      dead_tuples(r.gauge("outbox_table_dead_tuples",
+                          "Dead tuples in the outbox table (claims step over them until vacuum)",
+                          {{"table", table}})),
+      live_tuples(r.gauge("outbox_table_live_tuples", "Live tuples in the outbox table",
+                          {{"table", table}})),
+      oldest_transaction_seconds(
+          r.gauge("outbox_database_oldest_transaction_seconds",
+                  "Age of the oldest open transaction holding back vacuum (xmin horizon)",
+                  {{"table", table}})),
+      seconds_since_vacuum(r.gauge("outbox_table_seconds_since_vacuum",
+                                   "Since the outbox table was last vacuumed (-1: never)",
+                                   {{"table", table}})),
       kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka",
                        {{"table", table}})) {}
 
@@ -251,6 +263,11 @@ void Relay::maybe_measure_backlog() {
   metrics_.failed_events.set(static_cast<double>(b.failed));
   metrics_.stuck.set(static_cast<double>(b.stuck));
   metrics_.oldest_pending_seconds.set(b.oldest_pending_seconds);
+  TableHealth h = store_->health();
+  metrics_.dead_tuples.set(static_cast<double>(h.dead_tuples));
+  metrics_.live_tuples.set(static_cast<double>(h.live_tuples));
+  metrics_.oldest_transaction_seconds.set(h.oldest_transaction_seconds);
+  metrics_.seconds_since_vacuum.set(h.seconds_since_vacuum);
 }
 
 }  // namespace outbox::relay

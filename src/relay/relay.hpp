@@ -51,6 +51,10 @@ struct RelayMetrics {
   metrics::Gauge& shards_owned;
   metrics::Gauge& members;
   metrics::Gauge& database_up;
+  metrics::Gauge& dead_tuples;
+  metrics::Gauge& live_tuples;
+  metrics::Gauge& oldest_transaction_seconds;
+  metrics::Gauge& seconds_since_vacuum;
   metrics::Gauge& kafka_up;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
@@ -173,6 +174,30 @@ TEST(OutboxStore, ClaimUsesThePendingPartialIndex) {
     text += r[0].as<std::string>() + "\n";
   }
   EXPECT_NE(text.find(t.table.table() + "_pending"), std::string::npos) << text;
+}
+
+TEST(OutboxStore, HealthSeesDeadTuplesAndTheOldestOpenTransaction) {
+  OutboxTestTable t;
+  t.insert(100, 10);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec("DELETE FROM " + t.table.quoted() + " WHERE id % 2 = 0");
+  pqxx::connection holder(t.dsn);
+  pqxx::work open_tx(holder);
+  open_tx.exec("SELECT txid_current()");  // holds an xid: the xmin horizon stops here
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  OutboxStore store(conn, t.table);
+  TableHealth h;
+  // Table statistics reach pg_stat_user_tables within about a second.
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        h = store.health();
+        return h.dead_tuples >= 50;
+      },
+      std::chrono::seconds(10)))
+      << h.dead_tuples;
+  EXPECT_GE(h.oldest_transaction_seconds, 1.0);
+  EXPECT_EQ(h.live_tuples, 50);
+  open_tx.abort();
 }
 
 TEST(ShardOwnership, ReplicasSplitTheShardsAndADeadOnesShardsMove) {
