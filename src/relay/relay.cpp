@@ -102,6 +102,25 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
 
 Relay::~Relay() = default;
 
+std::string Relay::problem() const {
+  std::lock_guard lock(problem_mu_);
+  return problem_;
+}
+
+// Logs a problem once when it appears or changes, and once when it clears.
+void Relay::set_problem(const std::string& problem) {
+  std::lock_guard lock(problem_mu_);
+  if (problem == problem_) {
+    return;
+  }
+  if (problem.empty()) {
+    spdlog::info("relay {} recovered from: {}", config_.identity, problem_);
+  } else {
+    spdlog::error("{}; retrying with backoff", problem);
+  }
+  problem_ = problem;
+}
+
 std::chrono::milliseconds Relay::since_last_beat() const {
   return std::chrono::milliseconds(now_ms() - last_beat_ms_.load());
 }
@@ -132,31 +151,30 @@ void Relay::disconnect() {
 }
 
 void Relay::run(const std::atomic<bool>& stop) {
-  std::chrono::milliseconds db_backoff{500};
-  bool logged_down = false;
+  std::chrono::milliseconds backoff{500};
   while (!stop) {
     try {
       if (!conn_) {
         connect();
-        db_backoff = std::chrono::milliseconds{500};
-        if (logged_down) {
-          spdlog::info("database reachable again");
-          logged_down = false;
-        }
+        backoff = std::chrono::milliseconds{500};
+        set_problem({});
       }
       step(stop);
     } catch (const pqxx::broken_connection& e) {
-      // One clear line per outage, not a stack trace per retry.
-      if (!logged_down) {
-        spdlog::error("database unreachable ({}): {}; retrying with backoff",
-                      redact_dsn(config_.dsn), e.what());
-        logged_down = true;
-      }
+      set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + e.what());
+    } catch (const SchemaError& e) {
+      // Bad runtime configuration (no table, missing columns): stay up, not
+      // ready, and say what to fix; someone may run migrate in the meantime.
+      set_problem(e.what());
+    } catch (const pqxx::sql_error& e) {
+      set_problem(std::string("database error: ") + e.what());
+    }
+    if (!problem().empty()) {
       disconnect();
-      for (auto until = Clock::now() + db_backoff; Clock::now() < until && !stop;) {
+      for (auto until = Clock::now() + backoff; Clock::now() < until && !stop;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      db_backoff = std::min(db_backoff * 2, std::chrono::milliseconds{10'000});
+      backoff = std::min(backoff * 2, std::chrono::milliseconds{10'000});
     }
     last_beat_ms_ = now_ms();
   }

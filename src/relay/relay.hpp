@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -72,12 +73,15 @@ class Relay {
   void run(const std::atomic<bool>& stop);
 
   bool ready() const { return ready_.load(); }
+  // Why the relay is not working, in words for /readyz and status; empty when fine.
+  std::string problem() const;
   // Milliseconds since the loop last made progress (for /healthz).
   std::chrono::milliseconds since_last_beat() const;
 
  private:
   void connect();
   void disconnect();
+  void set_problem(const std::string& problem);
   void step(const std::atomic<bool>& stop);
   bool publish_batch(const std::vector<OutboxEvent>& batch);
   void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
@@ -94,6 +98,8 @@ class Relay {
   class WakeUp;
   std::unique_ptr<WakeUp> wake_;
   std::atomic<bool> ready_{false};
+  mutable std::mutex problem_mu_;
+  std::string problem_;
   std::atomic<long long> last_beat_ms_{0};
   std::chrono::steady_clock::time_point next_rebalance_{};
   std::chrono::steady_clock::time_point next_backlog_{};

@@ -54,6 +54,7 @@ class ThreadRelay {
   ~ThreadRelay();
   void stop();
   metrics::Registry& registry() { return registry_; }
+  relay::Relay& relay() { return *relay_; }
 
  private:
   metrics::Registry registry_;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
 #include "outbox/store.hpp"
 #include "relay_fixture.hpp"
@@ -233,6 +234,39 @@ TEST(Relay, StartsWhileTheDatabaseIsUnreachableAndRetries) {
   std::string metrics = relay.registry().render();
   EXPECT_NE(metrics.find("outbox_database_up{table=\"" + c.table + "\"} 0"), std::string::npos)
       << metrics;
+}
+
+}  // namespace
+}  // namespace outbox
+
+namespace outbox {
+namespace {
+
+TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
+  auto c = testing::OutboxTestTable().relay_config();
+  c.table = testbed::unique_name("not_yet");
+  testing::ThreadRelay relay(c);
+  ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
+  EXPECT_NE(relay.relay().problem().find("does not exist"), std::string::npos)
+      << relay.relay().problem();
+  EXPECT_NE(relay.relay().problem().find("migrate"), std::string::npos) << "says what to fix";
+  EXPECT_FALSE(relay.relay().ready());
+  pqxx::connection conn(c.dsn);
+  auto table = TableName::parse(c.table);
+  migrate(conn, table, 16);
+  {
+    pqxx::work tx(conn);
+    enqueue(tx, table, "order", "k", R"({"seq": 1})");
+    tx.commit();
+  }
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        return pqxx::nontransaction(conn)
+                   .exec("SELECT count(*) FROM " + table.quoted() + " WHERE status = 1")[0][0]
+                   .as<int>() == 1;
+      },
+      30s));
+  EXPECT_TRUE(relay.relay().problem().empty());
 }
 
 }  // namespace
