@@ -42,6 +42,7 @@ int run(int argc, char** argv) {
   add(add_inspect_command);
   add(add_requeue_command);
   add(add_replay_command);
+  add(add_controller_command);
 
   // CLI11 reports a mistyped command as "A subcommand is required"; name it instead.
   for (int i = 1; i < argc; ++i) {

@@ -22,5 +22,6 @@ Action add_cleanup_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
 Action add_requeue_command(CLI::App& app);
 Action add_replay_command(CLI::App& app);
+Action add_controller_command(CLI::App& app);
 
 }  // namespace outbox::cli

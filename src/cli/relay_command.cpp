@@ -8,7 +8,10 @@
 #include "cli/publish_options.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
+#include "controller/status_reporter.hpp"
 #include "http/health_server.hpp"
+#include "kube/config.hpp"
+#include "outbox/table.hpp"
 #include "relay/relay.hpp"
 
 namespace outbox::cli {
@@ -21,6 +24,9 @@ struct RelayOptions {
   std::string poll_interval = "2s";
   std::string stuck_after = "10m";
   std::string listen = "0.0.0.0:8080";
+  std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
+  std::string kubeconfig;
+  std::string report_interval = "15s";
 };
 
 }  // namespace
@@ -42,6 +48,13 @@ Action add_relay_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--listen", o->listen, "address:port for /healthz, /readyz, /metrics")
       ->envname("OUTBOX_LISTEN")
+      ->capture_default_str();
+  cmd->add_option("--report-status", o->report_status,
+                  "namespace/name of an OutboxRelay whose status.backlog this relay reports")
+      ->envname("OUTBOX_RELAY_RESOURCE");
+  cmd->add_option("--kubeconfig", o->kubeconfig,
+                  "kubeconfig for --report-status (default: $KUBECONFIG, then in-cluster)");
+  cmd->add_option("--report-interval", o->report_interval, "how often to report the backlog")
       ->capture_default_str();
 
   return [o]() {
@@ -78,13 +91,44 @@ Action add_relay_command(CLI::App& app) {
           }},
          {"/readyz",
           [&relay] {
+            std::string problem = relay.problem();
             return http::Response{relay.ready() ? 200 : 503, "text/plain",
-                                  relay.ready() ? "ready\n" : "not connected to the database\n"};
+                                  relay.ready()     ? "ready\n"
+                                  : problem.empty() ? "starting\n"
+                                                    : problem + "\n"};
           }},
          {"/metrics", [&registry] {
             return http::Response{200, "text/plain; version=0.0.4", registry.render()};
           }}});
     spdlog::info("relay serving /healthz, /readyz, /metrics on {}:{}", address, server.port());
+
+    // Opt-in: report the backlog the relay measures into its OutboxRelay's status.
+    std::unique_ptr<kube::Client> kube_client;
+    std::unique_ptr<controller::StatusReporter> reporter;
+    if (!o->report_status.empty()) {
+      auto [ns, name] = controller::StatusReporter::parse_target(o->report_status);
+      kube_client = std::make_unique<kube::Client>(o->kubeconfig.empty()
+                                                       ? kube::load_default_config()
+                                                       : kube::load_kubeconfig(o->kubeconfig));
+      const metrics::Labels labels = {{"table", TableName::parse(c.table).plain()}};
+      auto& up = registry.gauge("outbox_database_up", "", labels);
+      auto& pending = registry.gauge("outbox_pending_events", "", labels);
+      auto& failed = registry.gauge("outbox_failed_events", "", labels);
+      auto& oldest = registry.gauge("outbox_oldest_pending_seconds", "", labels);
+      reporter = std::make_unique<controller::StatusReporter>(
+          *kube_client,
+          controller::StatusReporterOptions{ns, name, parse_duration(o->report_interval)},
+          [&]() -> std::optional<controller::Backlog> {
+            // The gauges are only measurements while the database session is up.
+            if (up.value() < 1) {
+              return std::nullopt;
+            }
+            return controller::Backlog{static_cast<long long>(pending.value()),
+                                       static_cast<long long>(failed.value()), oldest.value()};
+          });
+      spdlog::info("reporting the backlog to outboxrelay {}/{} every {}", ns, name,
+                   o->report_interval);
+    }
     relay.run(stop);
     return 0;
   };

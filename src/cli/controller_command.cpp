@@ -1,0 +1,172 @@
+#include <unistd.h>
+
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "cli/app.hpp"
+#include "cli/signals.hpp"
+#include "common/duration.hpp"
+#include "controller/controller.hpp"
+#include "http/health_server.hpp"
+#include "kube/config.hpp"
+
+namespace outbox::cli {
+namespace {
+
+struct ControllerFlags {
+  bool leader_elect = false;
+  std::string kubeconfig;
+  std::string namespaces;
+  std::string relay_image;
+  int http_port = 8080;
+  std::string http_address = "0.0.0.0";
+  std::string lease_name = "outbox-operator-leader";
+  std::string lease_namespace;
+  std::string identity;
+  std::string lease_duration = "15s";
+  std::string renew_deadline = "10s";
+  std::string retry_period = "2s";
+  int workers = 2;
+  double qps = 50;
+  int burst = 100;
+  std::string secret_recheck = "30s";
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto b = item.find_first_not_of(" \t");
+    auto e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) {
+      out.push_back(item.substr(b, e - b + 1));
+    }
+  }
+  return out;
+}
+
+std::string default_identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "_" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+Action add_controller_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "controller", "run the OutboxRelay controller (the operator's Deployment runs this)");
+  auto f = std::make_shared<ControllerFlags>();
+  cmd->add_flag("--leader-elect", f->leader_elect,
+                "elect one leader on a Lease; standbys keep caches warm and never write");
+  cmd->add_option("--kubeconfig", f->kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)");
+  cmd->add_option("--namespaces", f->namespaces, "comma-separated namespaces to watch; empty: all")
+      ->envname("OUTBOX_WATCH_NAMESPACES");
+  cmd->add_option("--relay-image", f->relay_image,
+                  "image of the relay and the jobs unless spec.relay.image is set")
+      ->envname("OUTBOX_RELAY_IMAGE");
+  cmd->add_option("--http-port", f->http_port, "port of /healthz, /readyz, /metrics (0: any)")
+      ->envname("OUTBOX_HTTP_PORT")
+      ->capture_default_str();
+  cmd->add_option("--http-address", f->http_address, "address of /healthz, /readyz, /metrics")
+      ->capture_default_str();
+  cmd->add_option("--lease-name", f->lease_name, "leader election Lease")
+      ->envname("OUTBOX_LEASE_NAME")
+      ->capture_default_str();
+  cmd->add_option("--lease-namespace", f->lease_namespace,
+                  "namespace of the Lease (the operator's own)")
+      ->envname("POD_NAMESPACE");
+  cmd->add_option("--identity", f->identity, "Lease holder identity (default: host name and pid)")
+      ->envname("POD_NAME");
+  cmd->add_option("--lease-duration", f->lease_duration, "how long a claim is valid")
+      ->envname("OUTBOX_LEASE_DURATION")
+      ->capture_default_str();
+  cmd->add_option("--renew-deadline", f->renew_deadline, "a leader steps down after this")
+      ->envname("OUTBOX_RENEW_DEADLINE")
+      ->capture_default_str();
+  cmd->add_option("--retry-period", f->retry_period, "time between election attempts")
+      ->envname("OUTBOX_RETRY_PERIOD")
+      ->capture_default_str();
+  cmd->add_option("--workers", f->workers, "concurrent reconciles")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--qps", f->qps, "apiserver requests per second (token bucket)")
+      ->capture_default_str();
+  cmd->add_option("--burst", f->burst, "apiserver request burst")->capture_default_str();
+  cmd->add_option("--secret-recheck", f->secret_recheck,
+                  "how often a resource Degraded by a missing Secret looks again")
+      ->capture_default_str();
+
+  return [f]() {
+    kube::Config config =
+        f->kubeconfig.empty() ? kube::load_default_config() : kube::load_kubeconfig(f->kubeconfig);
+    kube::ClientOptions client_options;
+    client_options.qps = f->qps;
+    client_options.burst = f->burst;
+    kube::Client client(std::move(config), client_options);
+
+    controller::ControllerOptions options;
+    options.namespaces = split_list(f->namespaces);
+    options.render.relay_image = f->relay_image;
+    options.workers = f->workers;
+    options.secret_retry = parse_duration(f->secret_recheck);
+    options.identity = f->identity.empty() ? default_identity() : f->identity;
+    if (f->leader_elect) {
+      if (f->lease_namespace.empty()) {
+        throw std::invalid_argument("--leader-elect needs --lease-namespace or POD_NAMESPACE");
+      }
+      kube::LeaseElectorConfig lease;
+      lease.lease_namespace = f->lease_namespace;
+      lease.lease_name = f->lease_name;
+      lease.lease_duration = parse_duration(f->lease_duration);
+      lease.renew_deadline = parse_duration(f->renew_deadline);
+      lease.retry_period = parse_duration(f->retry_period);
+      options.leader_election = lease;
+    }
+    if (options.render.relay_image.empty()) {
+      spdlog::warn("no OUTBOX_RELAY_IMAGE: only OutboxRelays that set spec.relay.image work");
+    }
+
+    metrics::Registry registry;
+    controller::Controller controller(client, options, registry);
+    http::HealthServer server(
+        f->http_address, static_cast<unsigned short>(f->http_port),
+        {{"/healthz",
+          [] {
+            return http::Response{200, "text/plain", "ok\n"};
+          }},
+         // A standby is ready too: readiness means "caches synced", not "leading".
+         {"/readyz",
+          [&controller] {
+            bool ok = controller.synced();
+            return http::Response{ok ? 200 : 503, "text/plain",
+                                  ok ? "ready\n" : "informer caches not synced\n"};
+          }},
+         {"/metrics", [&registry] {
+            return http::Response{200, "text/plain; version=0.0.4", registry.render()};
+          }}});
+    spdlog::info("controller {} serving /healthz, /readyz, /metrics on {}:{}; watching {}",
+                 options.identity, f->http_address, server.port(),
+                 options.namespaces.empty() ? "all namespaces" : f->namespaces);
+
+    const auto& stop_flag = install_stop_signals();
+    std::stop_source stop;
+    std::jthread bridge([&stop_flag, &stop](std::stop_token own) {
+      while (!stop_flag && kube::sleep_unless_stopped(own, std::chrono::milliseconds(100))) {
+      }
+      stop.request_stop();
+    });
+    bool kept = controller.run(stop.get_token());
+    if (!kept) {
+      spdlog::error("lost leadership; exiting so that a fresh process can stand for election");
+      return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace outbox::cli

@@ -1,0 +1,441 @@
+#include "controller/controller.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "kube/errors.hpp"
+
+namespace outbox::controller {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const kube::Resource kSecrets{"", "v1", "secrets", true};
+
+const std::vector<const kube::Resource*>& owned_kinds() {
+  static const std::vector<const kube::Resource*> kinds = {
+      &owned::service_accounts, &owned::roles,
+      &owned::role_bindings,    &owned::config_maps,
+      &owned::deployments,      &owned::cron_jobs,
+      &owned::services,         &owned::pod_disruption_budgets};
+  return kinds;
+}
+
+std::string ns_of(const Json& o) {
+  return o.at("metadata").value("namespace", "");
+}
+std::string name_of(const Json& o) {
+  return o.at("metadata").value("name", "");
+}
+
+}  // namespace
+
+Controller::Controller(kube::Client& client, ControllerOptions options, metrics::Registry& registry)
+    : client_(client),
+      options_(std::move(options)),
+      reconcile_ok_(registry.counter("outbox_controller_reconcile_total", "Reconciles by result",
+                                     {{"result", "success"}})),
+      reconcile_requeue_(registry.counter("outbox_controller_reconcile_total",
+                                          "Reconciles by result", {{"result", "requeue"}})),
+      reconcile_error_(registry.counter("outbox_controller_reconcile_total", "Reconciles by result",
+                                        {{"result", "error"}})),
+      applies_(registry.counter("outbox_controller_applies_total",
+                                "Server-side applies of owned objects")),
+      status_writes_(registry.counter("outbox_controller_status_writes_total",
+                                      "Status applies of OutboxRelays")),
+      events_(registry.counter("outbox_controller_events_total", "Events recorded")),
+      duration_(registry.histogram("outbox_controller_reconcile_duration_seconds",
+                                   "Time per reconcile", metrics::latency_buckets())),
+      queue_depth_(registry.gauge("outbox_controller_queue_depth", "Keys ready in the work queue")),
+      leader_(registry.gauge("outbox_controller_leader", "1 while this process leads")),
+      relays_(registry.gauge("outbox_controller_relays", "OutboxRelays in the cache")) {
+  std::vector<std::string> namespaces = options_.namespaces;
+  if (namespaces.empty()) {
+    namespaces.push_back("");
+  }
+  for (const std::string& ns : namespaces) {
+    relay_informers_.push_back(std::make_unique<kube::Informer>(
+        client_, kOutboxRelays, ns,
+        kube::InformerHandlers{
+            [this](const Json& o) { queue_.add(kube::Informer::key_of(o)); },
+            [this](const Json&, const Json& o) { queue_.add(kube::Informer::key_of(o)); },
+            [this](const Json& o) { queue_.add(kube::Informer::key_of(o)); }}));
+    // Only objects carrying our managed-by label: never the whole cluster's ConfigMaps.
+    kube::InformerOptions owned_options;
+    owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
+    for (const kube::Resource* kind : owned_kinds()) {
+      owned_informers_[{kind->plural, ns}] = std::make_unique<kube::Informer>(
+          client_, *kind, ns,
+          kube::InformerHandlers{[this](const Json& o) { enqueue_owner(o); },
+                                 [this](const Json&, const Json& o) { enqueue_owner(o); },
+                                 [this](const Json& o) { enqueue_owner(o); }},
+          owned_options);
+    }
+  }
+}
+
+Controller::~Controller() {
+  stop_workers();
+  queue_.shutdown();
+}
+
+bool Controller::synced() const {
+  for (const auto& i : relay_informers_) {
+    if (!i->has_synced()) {
+      return false;
+    }
+  }
+  for (const auto& [k, i] : owned_informers_) {
+    if (!i->has_synced()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Controller::enqueue_owner(const Json& owned_object) {
+  const Json refs = owned_object.at("metadata").value("ownerReferences", Json::array());
+  for (const Json& ref : refs) {
+    if (ref.value("kind", "") == "OutboxRelay" && ref.value("controller", false)) {
+      queue_.add(ns_of(owned_object) + "/" + ref.value("name", ""));
+    }
+  }
+}
+
+bool Controller::run(std::stop_token stop) {
+  std::vector<kube::Informer*> all;
+  for (auto& i : relay_informers_) {
+    all.push_back(i.get());
+  }
+  for (auto& [k, i] : owned_informers_) {
+    all.push_back(i.get());
+  }
+  for (kube::Informer* informer : all) {
+    informer_threads_.emplace_back([informer](std::stop_token s) { informer->run(s); });
+  }
+  std::jthread gauges([this](std::stop_token s) {
+    while (kube::sleep_unless_stopped(s, std::chrono::milliseconds(500))) {
+      queue_depth_.set(static_cast<double>(queue_.size()));
+      double n = 0;
+      for (auto& i : relay_informers_) {
+        n += static_cast<double>(i->list().size());
+      }
+      relays_.set(n);
+    }
+  });
+
+  bool kept_leadership = true;
+  if (options_.leader_election) {
+    kube::LeaseElectorConfig config = *options_.leader_election;
+    config.identity = options_.identity;
+    config.on_started_leading = [this] {
+      spdlog::info("{} leads: starting {} workers", options_.identity, options_.workers);
+      start_workers();
+    };
+    // Returns only once no worker can write any more: the Lease is released right after.
+    config.on_stopped_leading = [this] {
+      spdlog::warn("{} stopped leading: stopping workers", options_.identity);
+      stop_workers();
+    };
+    config.on_new_leader = [this](const std::string& who) {
+      spdlog::info("leader is now {}", who.empty() ? "(none)" : who);
+    };
+    kube::LeaseElector elector(client_, config);
+    kept_leadership = elector.run(stop);
+  } else {
+    start_workers();
+    kube::sleep_unless_stopped(stop, std::chrono::hours(24 * 365 * 100));
+    stop_workers();
+  }
+  for (auto& t : informer_threads_) {
+    t.request_stop();
+  }
+  informer_threads_.clear();
+  return kept_leadership;
+}
+
+void Controller::start_workers() {
+  std::lock_guard lock(workers_mu_);
+  leading_ = true;
+  leader_.set(1);
+  for (auto& i : relay_informers_) {
+    for (const Json& o : i->list()) {
+      queue_.add(kube::Informer::key_of(o));
+    }
+  }
+  for (int i = 0; i < options_.workers; ++i) {
+    workers_.emplace_back([this](std::stop_token s) { worker(s); });
+  }
+}
+
+void Controller::stop_workers() {
+  std::lock_guard lock(workers_mu_);
+  for (auto& w : workers_) {
+    w.request_stop();
+  }
+  workers_.clear();  // joins: a reconcile in flight finishes its current request first
+  leading_ = false;
+  leader_.set(0);
+}
+
+void Controller::worker(std::stop_token stop) {
+  // Reconciling from a partial cache would re-create objects the apiserver already has.
+  while (!synced()) {
+    if (!kube::sleep_unless_stopped(stop, std::chrono::milliseconds(100))) {
+      return;
+    }
+  }
+  while (!stop.stop_requested()) {
+    std::optional<std::string> key = queue_.get_for(std::chrono::milliseconds(200));
+    if (key) {
+      process(*key);
+      queue_.done(*key);
+    }
+  }
+}
+
+// controller-runtime's result handling: an error backs off per key; a requested delay resets
+// the backoff and waits that long; success resets the backoff.
+void Controller::process(const std::string& key) {
+  const auto start = Clock::now();
+  ReconcileResult result;
+  try {
+    result = reconcile(key);
+  } catch (const std::exception& e) {
+    result = {Outcome::kError, {}, e.what()};
+  }
+  duration_.observe(std::chrono::duration<double>(Clock::now() - start).count());
+  switch (result.outcome) {
+    case Outcome::kError:
+      reconcile_error_.inc();
+      spdlog::warn(
+          "reconcile {} failed (retry in {} ms): {}", key,
+          std::chrono::duration_cast<std::chrono::milliseconds>(queue_.next_backoff(key)).count(),
+          result.error);
+      queue_.add_rate_limited(key);
+      break;
+    case Outcome::kRequeueAfter:
+      reconcile_requeue_.inc();
+      queue_.forget(key);
+      queue_.add_after(key, result.requeue_after);
+      break;
+    case Outcome::kDone:
+      reconcile_ok_.inc();
+      queue_.forget(key);
+      break;
+  }
+}
+
+// Everything one OutboxRelay needs, from the top: read it, check its inputs, apply what it
+// owns, report. Any step may end the pass early; an exception is an error to retry.
+ReconcileResult Controller::reconcile(const std::string& key) {
+  std::optional<Json> relay;
+  for (auto& informer : relay_informers_) {
+    if ((relay = informer->get(key))) {
+      break;
+    }
+  }
+  if (!relay || relay->at("metadata").contains("deletionTimestamp")) {
+    return {};  // gone or going: the garbage collector removes what it owned
+  }
+
+  std::vector<std::string> kafka_keys;
+  if (std::optional<Problem> problem = check_secrets(*relay, kafka_keys)) {
+    update_status(*relay, problem);
+    return {Outcome::kRequeueAfter, options_.secret_retry, {}};
+  }
+
+  RenderOptions render = options_.render;
+  render.kafka_secret_keys = std::move(kafka_keys);
+  RenderedRelay rendered;
+  try {
+    rendered = render_relay(*relay, render);
+  } catch (const std::invalid_argument& e) {
+    update_status(*relay, Problem{"InvalidSpec", e.what()});
+    return {};
+  }
+  for (const OwnedObject& object : rendered.objects) {
+    apply_owned(object);
+  }
+  if (!rendered.wants_pdb) {
+    delete_pdb(ns_of(*relay), rendered.pdb_name);
+  }
+
+  update_status(*relay, std::nullopt);
+  return {};
+}
+
+std::optional<Problem> Controller::check_secrets(const Json& relay,
+                                                 std::vector<std::string>& kafka_keys) {
+  const std::string ns = ns_of(relay);
+  // By name only: the operator may get Secrets, never list or watch them.
+  auto fetch = [&](const std::string& name) -> std::optional<Json> {
+    try {
+      return client_.get(kSecrets, ns, name);
+    } catch (const kube::ApiError& e) {
+      if (e.is_not_found()) {
+        return std::nullopt;
+      }
+      throw;
+    }
+  };
+  const std::string dsn_name = relay.at("/spec/database/dsnSecretRef/name"_json_pointer);
+  const std::string dsn_key = relay.at("/spec/database/dsnSecretRef/key"_json_pointer);
+  std::optional<Json> dsn = fetch(dsn_name);
+  if (!dsn) {
+    return Problem{"SecretNotFound",
+                   "Secret \"" + dsn_name +
+                       "\" named by spec.database.dsnSecretRef does not exist "
+                       "in namespace " +
+                       ns + ". Create it with the connection string under key \"" + dsn_key +
+                       "\", e.g. kubectl -n " + ns + " create secret generic " + dsn_name +
+                       " --from-literal=" + dsn_key + "='postgresql://...'"};
+  }
+  if (!dsn->value("data", Json::object()).contains(dsn_key)) {
+    return Problem{"SecretKeyMissing",
+                   "Secret \"" + dsn_name + "\" has no key \"" + dsn_key +
+                       "\" (spec.database.dsnSecretRef.key). Add the connection string under "
+                       "that key, or set dsnSecretRef.key to the key that holds it."};
+  }
+  const std::string kafka_name =
+      value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
+  if (!kafka_name.empty()) {
+    std::optional<Json> kafka = fetch(kafka_name);
+    if (!kafka) {
+      return Problem{"SecretNotFound",
+                     "Secret \"" + kafka_name +
+                         "\" named by spec.kafka.configSecretRef does not "
+                         "exist in namespace " +
+                         ns +
+                         ". Create it with one key per librdkafka "
+                         "property (e.g. security.protocol, sasl.username), or remove "
+                         "configSecretRef."};
+    }
+    const Json data = kafka->value("data", Json::object());
+    for (const auto& [k, v] : data.items()) {
+      kafka_keys.push_back(k);
+    }
+  }
+  return std::nullopt;
+}
+
+kube::Informer* Controller::informer_for(const kube::Resource& resource, const std::string& ns) {
+  auto it = owned_informers_.find({resource.plural, options_.namespaces.empty() ? "" : ns});
+  return it == owned_informers_.end() ? nullptr : it->second.get();
+}
+
+// Skips the request when this process already applied exactly this object and the live one
+// has not changed since (same resourceVersion): anything else, including deletion or an edit
+// by someone else, is applied again.
+void Controller::apply_owned(const OwnedObject& owned) {
+  const std::string ns = ns_of(owned.object);
+  const std::string name = name_of(owned.object);
+  const std::string id = owned.resource->plural + "/" + ns + "/" + name;
+  const std::string hash = stable_hash(owned.object.dump());
+  kube::Informer* informer = informer_for(*owned.resource, ns);
+  std::optional<Json> live = informer ? informer->get(ns + "/" + name) : std::nullopt;
+  {
+    std::lock_guard lock(applied_mu_);
+    auto it = applied_.find(id);
+    if (it != applied_.end() && it->second.desired_hash == hash && live &&
+        live->at("metadata").value("resourceVersion", "") == it->second.resource_version) {
+      return;
+    }
+  }
+  Json result = client_.apply(*owned.resource, ns, owned.object, kFieldManager, true);
+  applies_.inc();
+  std::lock_guard lock(applied_mu_);
+  applied_[id] = {hash, result.at("metadata").value("resourceVersion", "")};
+}
+
+void Controller::delete_pdb(const std::string& ns, const std::string& name) {
+  kube::Informer* informer = informer_for(owned::pod_disruption_budgets, ns);
+  if (informer == nullptr || !informer->get(ns + "/" + name)) {
+    return;
+  }
+  try {
+    client_.remove(owned::pod_disruption_budgets, ns, name);
+    spdlog::info("deleted PodDisruptionBudget {}/{}: one relay replica or fewer", ns, name);
+  } catch (const kube::ApiError& e) {
+    if (!e.is_not_found()) {
+      throw;
+    }
+  }
+}
+
+void Controller::update_status(const Json& relay, const std::optional<Problem>& problem) {
+  const std::string ns = ns_of(relay);
+  const std::string name = name_of(relay);
+  std::optional<Json> deployment;
+  if (kube::Informer* d = informer_for(owned::deployments, ns)) {
+    deployment = d->get(ns + "/" + RelayNames(name).deployment);
+  }
+  auto compute = [&](const Json& observed) {
+    return compute_status(
+        {observed, deployment ? &*deployment : nullptr, problem, std::chrono::system_clock::now()});
+  };
+  Json desired = compute(relay);
+  if (status_matches(desired, relay.value("status", Json::object()))) {
+    return;
+  }
+  // About to write: judge transitions against the live status, not a cache that may not have
+  // seen our previous write yet (that would move lastTransitionTime and repeat Events).
+  Json observed = relay;
+  observed["status"] = client_.get(kOutboxRelays, ns, name).value("status", Json::object());
+  desired = compute(observed);
+  const Json& before = observed.at("status");
+  if (status_matches(desired, before)) {
+    return;
+  }
+  client_.apply_status(kOutboxRelays, ns,
+                       {{"apiVersion", "outbox.dev/v1alpha1"},
+                        {"kind", "OutboxRelay"},
+                        {"metadata", {{"name", name}, {"namespace", ns}}},
+                        {"status", desired}},
+                       kFieldManager, true);
+  status_writes_.inc();
+
+  for (const char* type : {"Degraded", "Stalled"}) {
+    Json now = find_condition(desired, type);
+    Json was = find_condition(before, type);
+    bool flipped_on = now.value("status", "") == "True" &&
+                      (!was.is_object() || was.value("status", "") != "True");
+    if (flipped_on) {
+      record_event(relay, now.at("reason"), now.at("message"));
+    }
+  }
+}
+
+// Best effort: an Event that cannot be written is logged, never retried.
+void Controller::record_event(const Json& relay, const std::string& reason,
+                              const std::string& message) {
+  const std::string now = format_time(std::chrono::system_clock::now());
+  try {
+    client_.create(kube::resources::events, ns_of(relay),
+                   {{"apiVersion", "v1"},
+                    {"kind", "Event"},
+                    {"metadata", {{"generateName", name_of(relay) + "."}}},
+                    {"involvedObject",
+                     {{"apiVersion", "outbox.dev/v1alpha1"},
+                      {"kind", "OutboxRelay"},
+                      {"name", name_of(relay)},
+                      {"namespace", ns_of(relay)},
+                      {"uid", relay.at("metadata").value("uid", "")}}},
+                    {"type", "Warning"},
+                    {"reason", reason},
+                    {"message", message},
+                    {"source", {{"component", "outbox-operator"}}},
+                    {"reportingComponent", "outbox-operator"},
+                    {"reportingInstance", options_.identity},
+                    {"firstTimestamp", now},
+                    {"lastTimestamp", now},
+                    {"count", 1}});
+    events_.inc();
+  } catch (const std::exception& e) {
+    spdlog::warn("could not record Event {} for {}/{}: {}", reason, ns_of(relay), name_of(relay),
+                 e.what());
+  }
+}
+
+}  // namespace outbox::controller

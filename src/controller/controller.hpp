@@ -1,0 +1,116 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/relay_resources.hpp"
+#include "controller/relay_status.hpp"
+#include "kube/client.hpp"
+#include "kube/informer.hpp"
+#include "kube/lease_elector.hpp"
+#include "kube/work_queue.hpp"
+#include "metrics/registry.hpp"
+
+// The OutboxRelay controller: informers on OutboxRelays and on every kind it owns, a work queue
+// with per-key backoff, N workers running reconcile(), and optional Lease leader election.
+//
+// Guarantees:
+//  - Only the leader writes. Standbys run the informers (warm caches, /readyz passes) but start
+//    no worker until they lead; a leader that loses its Lease stops its workers before run()
+//    returns false (the process then exits, as controller-runtime does).
+//  - A change to an OutboxRelay, or to (or the deletion of) an object it owns, requeues it;
+//    owned objects map back to their owner through the controller ownerReference.
+//  - Each reconcile re-applies every owned object whose desired form or live version changed
+//    since this process last applied it (server-side apply, field manager "outbox-operator",
+//    force), so drift is repaired and an idle resource costs at most one status check.
+// Caveats: Secrets are not watched (the operator may only get them by name): a missing Secret
+// is re-checked every 30 s, and a Kafka config Secret's new keys are seen at the next reconcile.
+namespace outbox::controller {
+
+struct ControllerOptions {
+  std::vector<std::string> namespaces;  // empty: all namespaces
+  RenderOptions render;
+  int workers = 2;
+  std::string identity;  // Event source instance and Lease holder
+  std::optional<kube::LeaseElectorConfig> leader_election;  // lease fields only
+  std::chrono::milliseconds secret_retry{30'000};
+};
+
+enum class Outcome { kDone, kRequeueAfter, kError };
+
+struct ReconcileResult {
+  Outcome outcome = Outcome::kDone;
+  std::chrono::milliseconds requeue_after{0};
+  std::string error;
+};
+
+class Controller {
+ public:
+  Controller(kube::Client& client, ControllerOptions options, metrics::Registry& registry);
+  ~Controller();
+
+  // Runs until `stop`; returns false if leadership was lost (the caller should exit non-zero).
+  bool run(std::stop_token stop);
+
+  bool synced() const;
+  bool leading() const { return leading_.load(); }
+
+  // One pass for one "namespace/name" key; public for tests.
+  ReconcileResult reconcile(const std::string& key);
+
+ private:
+  struct Applied {
+    std::string desired_hash;
+    std::string resource_version;
+  };
+
+  void enqueue_owner(const Json& owned_object);
+  void process(const std::string& key);
+  void start_workers();
+  void stop_workers();
+  void worker(std::stop_token stop);
+
+  std::optional<Problem> check_secrets(const Json& relay, std::vector<std::string>& kafka_keys);
+  void apply_owned(const OwnedObject& owned);
+  void delete_pdb(const std::string& ns, const std::string& name);
+  kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
+  void update_status(const Json& relay, const std::optional<Problem>& problem);
+  void record_event(const Json& relay, const std::string& reason, const std::string& message);
+
+  kube::Client& client_;
+  ControllerOptions options_;
+  kube::WorkQueue queue_;
+
+  // Per watched namespace ("" = all): the OutboxRelay informer, and one per owned kind.
+  std::vector<std::unique_ptr<kube::Informer>> relay_informers_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<kube::Informer>> owned_informers_;
+  std::vector<std::jthread> informer_threads_;
+
+  std::mutex workers_mu_;
+  std::vector<std::jthread> workers_;
+  std::atomic<bool> leading_{false};
+
+  std::mutex applied_mu_;
+  std::map<std::string, Applied> applied_;  // "plural/ns/name" -> what we last applied
+
+  metrics::Counter& reconcile_ok_;
+  metrics::Counter& reconcile_requeue_;
+  metrics::Counter& reconcile_error_;
+  metrics::Counter& applies_;
+  metrics::Counter& status_writes_;
+  metrics::Counter& events_;
+  metrics::Histogram& duration_;
+  metrics::Gauge& queue_depth_;
+  metrics::Gauge& leader_;
+  metrics::Gauge& relays_;
+};
+
+}  // namespace outbox::controller

@@ -1,0 +1,356 @@
+#include "controller/relay_resources.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+
+namespace outbox::controller {
+namespace {
+
+Json labels_for(const std::string& relay_name, const std::string& component) {
+  return {{"app.kubernetes.io/name", "outbox-relay"},
+          {"app.kubernetes.io/instance", relay_name},
+          {"app.kubernetes.io/component", component},
+          {"app.kubernetes.io/part-of", "outbox-operator"},
+          {kManagedByLabel, "outbox-operator"}};
+}
+
+Json selector_labels(const std::string& relay_name) {
+  return {{"app.kubernetes.io/name", "outbox-relay"},
+          {"app.kubernetes.io/instance", relay_name},
+          {"app.kubernetes.io/component", "relay"}};
+}
+
+// controller=true makes the OutboxRelay the one managing controller of the object (a second
+// controller reference is refused by the apiserver); blockOwnerDeletion makes a foreground
+// deletion of the OutboxRelay wait for it.
+Json owner_reference(const Json& relay) {
+  return Json::array({{{"apiVersion", relay.value("apiVersion", "outbox.dev/v1alpha1")},
+                       {"kind", "OutboxRelay"},
+                       {"name", relay.at("metadata").at("name")},
+                       {"uid", relay.at("metadata").at("uid")},
+                       {"controller", true},
+                       {"blockOwnerDeletion", true}}});
+}
+
+Json metadata(const Json& relay, const std::string& name, const std::string& component) {
+  return {{"name", name},
+          {"namespace", relay.at("metadata").at("namespace")},
+          {"labels", labels_for(relay.at("metadata").at("name"), component)},
+          {"ownerReferences", owner_reference(relay)}};
+}
+
+Json pod_security_context() {
+  return {{"runAsNonRoot", true},
+          {"runAsUser", 65532},
+          {"runAsGroup", 65532},
+          {"fsGroup", 65532},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+}
+
+Json container_security_context() {
+  return {{"runAsNonRoot", true},
+          {"runAsUser", 65532},
+          {"allowPrivilegeEscalation", false},
+          {"readOnlyRootFilesystem", true},
+          {"privileged", false},
+          {"capabilities", {{"drop", Json::array({"ALL"})}}},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+}
+
+std::string image_of(const Json& relay, const RenderOptions& options) {
+  std::string image = value_at<std::string>(relay, "/spec/relay/image", options.relay_image);
+  if (image.empty()) {
+    throw std::invalid_argument("no relay image: set spec.relay.image or OUTBOX_RELAY_IMAGE");
+  }
+  return image;
+}
+
+std::string kafka_env_name(std::size_t i) {
+  return "OUTBOX_KAFKA_PROPERTY_" + std::to_string(i);
+}
+
+// Environment shared by the relay and the jobs: the DSN and the librdkafka properties, each a
+// secretKeyRef, so no credential ever appears in a pod spec or an argument list.
+Json secret_env(const Json& relay, const RenderOptions& options, bool with_kafka) {
+  Json env = Json::array();
+  env.push_back({{"name", "OUTBOX_DSN"},
+                 {"valueFrom",
+                  {{"secretKeyRef",
+                    {{"name", relay.at("/spec/database/dsnSecretRef/name"_json_pointer)},
+                     {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}});
+  std::string kafka_secret = value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
+  if (with_kafka && !kafka_secret.empty()) {
+    for (std::size_t i = 0; i < options.kafka_secret_keys.size(); ++i) {
+      env.push_back(
+          {{"name", kafka_env_name(i)},
+           {"valueFrom",
+            {{"secretKeyRef", {{"name", kafka_secret}, {"key", options.kafka_secret_keys[i]}}}}}});
+    }
+  }
+  return env;
+}
+
+// Flags shared by `relay` and `compensate`: the table, Kafka and the publishing rules.
+std::vector<std::string> publish_args(const Json& relay, const RenderOptions& options) {
+  const Json& spec = relay.at("spec");
+  std::vector<std::string> args = {
+      "--table=" + value_at<std::string>(spec, "/database/table", "public.outbox_event"),
+      "--brokers=" + spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>(),
+      "--topic=" + value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}"),
+  };
+  const Json routes = spec.value("/kafka/routes"_json_pointer, Json::array());
+  for (const Json& route : routes) {
+    args.push_back("--route=" + route.at("bizType").get<std::string>() + "=" +
+                   route.at("topic").get<std::string>());
+  }
+  if (!value_at<std::string>(spec, "/kafka/configSecretRef/name", "").empty()) {
+    // Kubernetes expands $(VAR) in args from the container's environment.
+    for (std::size_t i = 0; i < options.kafka_secret_keys.size(); ++i) {
+      args.push_back("--kafka-property=" + options.kafka_secret_keys[i] + "=$(" +
+                     kafka_env_name(i) + ")");
+    }
+  }
+  std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
+  args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
+  args.push_back("--max-attempts=" + std::to_string(value_at<int>(spec, "/retry/maxAttempts", 10)));
+  args.push_back("--initial-backoff=" + value_at<std::string>(spec, "/retry/initialBackoff", "1m"));
+  args.push_back("--max-backoff=" + value_at<std::string>(spec, "/retry/maxBackoff", "64m"));
+  char jitter[32];
+  std::snprintf(jitter, sizeof jitter, "%g", value_at<double>(spec, "/retry/jitter", 0.2));
+  args.push_back(std::string("--jitter=") + jitter);
+  return args;
+}
+
+Json container(const std::string& name, const std::string& image, std::vector<std::string> args,
+               Json env) {
+  return {{"name", name},
+          {"image", image},
+          {"imagePullPolicy", "IfNotPresent"},
+          {"args", args},
+          {"env", std::move(env)},
+          {"securityContext", container_security_context()},
+          {"volumeMounts", Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}})}};
+}
+
+Json pod_spec(const RelayNames& names, Json container, bool job) {
+  Json spec = {
+      {"serviceAccountName", names.deployment},
+      // Only the relay talks to the apiserver (its status report); jobs get no token.
+      {"automountServiceAccountToken", !job},
+      {"securityContext", pod_security_context()},
+      {"containers", Json::array({std::move(container)})},
+      {"volumes", Json::array({{{"name", "tmp"},
+                                {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}})}};
+  if (job) {
+    spec["restartPolicy"] = "Never";
+  }
+  return spec;
+}
+
+Json cron_job(const Json& relay, const RelayNames& names, const std::string& name,
+              const std::string& component, const std::string& schedule, Json container) {
+  bool suspend = value_at<bool>(relay, "/spec/suspend", false);
+  Json template_labels = labels_for(relay.at("metadata").at("name"), component);
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "CronJob"},
+          {"metadata", metadata(relay, name, component)},
+          {"spec",
+           {{"schedule", schedule},
+            // A run still going when the next is due is left to finish: two compensation runs
+            // would only contend for the same shard locks.
+            {"concurrencyPolicy", "Forbid"},
+            {"suspend", suspend},
+            {"startingDeadlineSeconds", 120},
+            {"successfulJobsHistoryLimit", 1},
+            {"failedJobsHistoryLimit", 3},
+            {"jobTemplate",
+             {{"metadata", {{"labels", template_labels}}},
+              {"spec",
+               {{"backoffLimit", 0},
+                {"ttlSecondsAfterFinished", 3600},
+                {"template",
+                 {{"metadata", {{"labels", template_labels}}},
+                  {"spec", pod_spec(names, std::move(container), true)}}}}}}}}}};
+}
+
+}  // namespace
+
+RelayNames::RelayNames(const std::string& relay_name)
+    : deployment(relay_name + "-relay"),
+      config_map(relay_name + "-config"),
+      compensation(relay_name + "-compensate"),
+      retention(relay_name + "-cleanup"),
+      service(relay_name + "-metrics") {}
+
+std::string relay_selector(const std::string& relay_name) {
+  std::string out;
+  const Json labels = selector_labels(relay_name);
+  for (const auto& [k, v] : labels.items()) {
+    out += (out.empty() ? "" : ",") + k + "=" + v.get<std::string>();
+  }
+  return out;
+}
+
+std::string stable_hash(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+std::vector<std::string> relay_args(const Json& relay, const RenderOptions& options) {
+  const Json& spec = relay.at("spec");
+  std::vector<std::string> args = {"relay"};
+  for (auto& a : publish_args(relay, options)) {
+    args.push_back(std::move(a));
+  }
+  args.push_back("--batch-size=" + std::to_string(value_at<int>(spec, "/relay/batchSize", 500)));
+  args.push_back("--poll-interval=" + value_at<std::string>(spec, "/relay/pollInterval", "2s"));
+  args.push_back("--stuck-after=" + value_at<std::string>(spec, "/monitoring/stuckAfter", "10m"));
+  args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
+  args.push_back("--report-status=" + relay.at("metadata").at("namespace").get<std::string>() +
+                 "/" + relay.at("metadata").at("name").get<std::string>());
+  return args;
+}
+
+RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
+  const std::string name = relay.at("metadata").at("name");
+  const std::string ns = relay.at("metadata").at("namespace");
+  const Json& spec = relay.at("spec");
+  const RelayNames names(name);
+  const std::string image = image_of(relay, options);
+  const bool suspend = value_at<bool>(spec, "/suspend", false);
+  const int replicas = suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2);
+  RenderedRelay out;
+
+  out.objects.push_back({&owned::service_accounts,
+                         {{"apiVersion", "v1"},
+                          {"kind", "ServiceAccount"},
+                          {"metadata", metadata(relay, names.deployment, "relay")}}});
+  // Exactly what the status report needs, on this one OutboxRelay; the operator's own
+  // ClusterRole holds all of it, which is what lets it grant this without `escalate`.
+  out.objects.push_back({&owned::roles,
+                         {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                          {"kind", "Role"},
+                          {"metadata", metadata(relay, names.deployment, "relay")},
+                          {"rules", Json::array({{{"apiGroups", {"outbox.dev"}},
+                                                  {"resources", {"outboxrelays"}},
+                                                  {"resourceNames", {name}},
+                                                  {"verbs", {"get"}}},
+                                                 {{"apiGroups", {"outbox.dev"}},
+                                                  {"resources", {"outboxrelays/status"}},
+                                                  {"resourceNames", {name}},
+                                                  {"verbs", {"get", "patch", "update"}}},
+                                                 {{"apiGroups", {""}},
+                                                  {"resources", {"events"}},
+                                                  {"verbs", {"create", "patch"}}}})}}});
+  out.objects.push_back(
+      {&owned::role_bindings,
+       {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+        {"kind", "RoleBinding"},
+        {"metadata", metadata(relay, names.deployment, "relay")},
+        {"roleRef",
+         {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", names.deployment}}},
+        {"subjects",
+         Json::array(
+             {{{"kind", "ServiceAccount"}, {"name", names.deployment}, {"namespace", ns}}})}}});
+
+  // The rendered settings, one `--flag=value` per line: what the relay pods were started with.
+  std::vector<std::string> args = relay_args(relay, options);
+  std::string conf = "# Rendered by outbox-operator from OutboxRelay " + ns + "/" + name +
+                     "; the relay Deployment runs with exactly these arguments.\n";
+  for (const auto& a : args) {
+    conf += a + "\n";
+  }
+  const std::string config_hash = stable_hash(conf);
+  out.objects.push_back({&owned::config_maps,
+                         {{"apiVersion", "v1"},
+                          {"kind", "ConfigMap"},
+                          {"metadata", metadata(relay, names.config_map, "relay")},
+                          {"data", {{"relay.args", conf}}}}});
+
+  Json relay_container = container("relay", image, args, secret_env(relay, options, true));
+  relay_container["ports"] =
+      Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
+  relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
+                                      {"periodSeconds", 10},
+                                      {"failureThreshold", 6}};
+  relay_container["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", "metrics"}}},
+                                       {"periodSeconds", 5}};
+  if (spec.contains("/relay/resources"_json_pointer)) {
+    relay_container["resources"] = spec.at("/relay/resources"_json_pointer);
+  }
+  Json pod_labels = labels_for(name, "relay");
+  out.objects.push_back(
+      {&owned::deployments,
+       {{"apiVersion", "apps/v1"},
+        {"kind", "Deployment"},
+        {"metadata", metadata(relay, names.deployment, "relay")},
+        {"spec",
+         {{"replicas", replicas},
+          {"revisionHistoryLimit", 3},
+          {"selector", {{"matchLabels", selector_labels(name)}}},
+          {"template",
+           {{"metadata",
+             {{"labels", pod_labels}, {"annotations", {{kConfigHashAnnotation, config_hash}}}}},
+            {"spec", pod_spec(names, std::move(relay_container), false)}}}}}}});
+
+  std::vector<std::string> compensate = {"compensate"};
+  for (auto& a : publish_args(relay, options)) {
+    compensate.push_back(std::move(a));
+  }
+  compensate.push_back("--batch-size=" +
+                       std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
+  compensate.push_back("--stale-after=" +
+                       value_at<std::string>(spec, "/compensation/staleAfter", "5m"));
+  out.objects.push_back(
+      {&owned::cron_jobs,
+       cron_job(relay, names, names.compensation, "compensation",
+                value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
+                container("compensate", image, compensate, secret_env(relay, options, true)))});
+
+  std::vector<std::string> cleanup = {
+      "cleanup", "--table=" + value_at<std::string>(spec, "/database/table", "public.outbox_event"),
+      "--keep-sent=" + value_at<std::string>(spec, "/retention/keepSent", "168h"),
+      "--batch-size=" + std::to_string(value_at<int>(spec, "/retention/batchSize", 1000))};
+  std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
+  if (!archive.empty()) {
+    cleanup.push_back("--archive-table=" + archive);
+  }
+  out.objects.push_back(
+      {&owned::cron_jobs,
+       cron_job(relay, names, names.retention, "retention",
+                value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
+                container("cleanup", image, cleanup, secret_env(relay, options, false)))});
+
+  out.objects.push_back({&owned::services,
+                         {{"apiVersion", "v1"},
+                          {"kind", "Service"},
+                          {"metadata", metadata(relay, names.service, "relay")},
+                          {"spec",
+                           {{"selector", selector_labels(name)},
+                            {"ports", Json::array({{{"name", "metrics"},
+                                                    {"port", kRelayPort},
+                                                    {"targetPort", "metrics"},
+                                                    {"protocol", "TCP"}}})}}}}});
+
+  out.pdb_name = names.deployment;
+  out.wants_pdb = replicas > 1;
+  if (out.wants_pdb) {
+    out.objects.push_back(
+        {&owned::pod_disruption_budgets,
+         {{"apiVersion", "policy/v1"},
+          {"kind", "PodDisruptionBudget"},
+          {"metadata", metadata(relay, names.deployment, "relay")},
+          {"spec",
+           {{"maxUnavailable", 1}, {"selector", {{"matchLabels", selector_labels(name)}}}}}}});
+  }
+  return out;
+}
+
+}  // namespace outbox::controller

@@ -1,0 +1,92 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/resource.hpp"
+
+// What the operator runs for one OutboxRelay, rendered from its spec as plain objects ready for
+// server-side apply. Pure functions: no I/O, so every rule here is unit-tested without an
+// apiserver.
+//
+// Names: an OutboxRelay name is a DNS label of at most 40 characters (the CRD enforces it), and
+// every derived name adds a suffix of at most 11 characters, so each stays a valid DNS label
+// (CronJob names must leave room for the Job controller's 11-character suffix: 40 + 11 <= 52).
+namespace outbox::controller {
+
+using Json = nlohmann::json;
+
+inline const kube::Resource kOutboxRelays{"outbox.dev", "v1alpha1", "outboxrelays", true};
+inline const char kFieldManager[] = "outbox-operator";
+inline const char kRelayFieldManager[] = "outbox-relay";
+inline const char kManagedByLabel[] = "app.kubernetes.io/managed-by";
+inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
+inline constexpr int kRelayPort = 8080;
+
+// Every kind the operator owns, with the REST resource it is applied through.
+namespace owned {
+inline const kube::Resource config_maps{"", "v1", "configmaps", true};
+inline const kube::Resource service_accounts{"", "v1", "serviceaccounts", true};
+inline const kube::Resource services{"", "v1", "services", true};
+inline const kube::Resource deployments{"apps", "v1", "deployments", true};
+inline const kube::Resource cron_jobs{"batch", "v1", "cronjobs", true};
+inline const kube::Resource roles{"rbac.authorization.k8s.io", "v1", "roles", true};
+inline const kube::Resource role_bindings{"rbac.authorization.k8s.io", "v1", "rolebindings", true};
+inline const kube::Resource pod_disruption_budgets{"policy", "v1", "poddisruptionbudgets", true};
+}  // namespace owned
+
+struct RelayNames {
+  explicit RelayNames(const std::string& relay_name);
+  std::string deployment;    // <name>-relay (also the ServiceAccount, Role, RoleBinding, PDB)
+  std::string config_map;    // <name>-config
+  std::string compensation;  // <name>-compensate
+  std::string retention;     // <name>-cleanup
+  std::string service;       // <name>-metrics
+};
+
+// Label selector string of the relay pods (status.relay.selector, for the scale subresource).
+std::string relay_selector(const std::string& relay_name);
+
+struct RenderOptions {
+  std::string relay_image;  // OUTBOX_RELAY_IMAGE, unless spec.relay.image is set
+  // Keys of kafka.configSecretRef's Secret: each becomes one --kafka-property whose value comes
+  // from the Secret through an environment variable, never through the pod spec.
+  std::vector<std::string> kafka_secret_keys;
+};
+
+struct OwnedObject {
+  const kube::Resource* resource;
+  Json object;
+};
+
+struct RenderedRelay {
+  // In apply order: identity and RBAC first, then configuration, then workloads.
+  std::vector<OwnedObject> objects;
+  bool wants_pdb = false;  // false: delete a PodDisruptionBudget left from a larger scale
+  std::string pdb_name;
+};
+
+// Renders every owned object of `relay` (an OutboxRelay as read from the apiserver, with the
+// CRD's defaults filled in). Throws std::invalid_argument for a spec the CRD should have refused.
+RenderedRelay render_relay(const Json& relay, const RenderOptions& options);
+
+// The relay's command line (after the image's entrypoint), for tests and docs.
+std::vector<std::string> relay_args(const Json& relay, const RenderOptions& options);
+
+// FNV-1a 64 of `text` in hex: stable across builds, unlike std::hash.
+std::string stable_hash(const std::string& text);
+
+// Value at a JSON pointer, or `fallback` when absent or null.
+template <typename T>
+T value_at(const Json& object, const char* pointer, T fallback) {
+  Json::json_pointer p(pointer);
+  if (!object.contains(p) || object.at(p).is_null()) {
+    return fallback;
+  }
+  return object.at(p).get<T>();
+}
+
+}  // namespace outbox::controller

@@ -1,0 +1,183 @@
+#include "controller/relay_status.hpp"
+
+#include <ctime>
+
+#include "common/duration.hpp"
+#include "controller/relay_resources.hpp"
+
+namespace outbox::controller {
+namespace {
+
+Json condition(const Json& current_status, const std::string& type, bool status,
+               const std::string& reason, const std::string& message, long long generation,
+               const std::string& now) {
+  const std::string value = status ? "True" : "False";
+  Json previous = find_condition(current_status, type);
+  std::string since = now;
+  if (previous.is_object() && previous.value("status", "") == value &&
+      previous.contains("lastTransitionTime")) {
+    since = previous.at("lastTransitionTime");
+  }
+  return {{"type", type},
+          {"status", value},
+          {"reason", reason},
+          {"message", message},
+          {"observedGeneration", generation},
+          {"lastTransitionTime", since}};
+}
+
+struct Rollout {
+  int desired = 0;
+  int replicas = 0;
+  int ready = 0;
+  bool complete = false;
+};
+
+Rollout rollout_of(const Json* deployment, int desired) {
+  Rollout r;
+  r.desired = desired;
+  if (deployment == nullptr) {
+    return r;
+  }
+  const Json& st = deployment->value("status", Json::object());
+  r.replicas = st.value("replicas", 0);
+  r.ready = st.value("readyReplicas", 0);
+  long long generation = deployment->at("metadata").value("generation", 0LL);
+  bool observed = st.value("observedGeneration", 0LL) >= generation;
+  // A scale-down is complete only once the surplus pods are gone.
+  r.complete = observed && st.value("updatedReplicas", 0) >= desired && r.ready >= desired &&
+               r.replicas == desired;
+  return r;
+}
+
+}  // namespace
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Json find_condition(const Json& status, const std::string& type) {
+  if (!status.is_object() || !status.contains("conditions")) {
+    return nullptr;
+  }
+  for (const Json& c : status.at("conditions")) {
+    if (c.value("type", "") == type) {
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+Json compute_status(const StatusInputs& in) {
+  const Json& relay = in.relay;
+  const Json& spec = relay.at("spec");
+  const Json current = relay.value("status", Json::object());
+  const long long generation = relay.at("metadata").value("generation", 0LL);
+  const std::string now = format_time(in.now);
+  const bool suspend = value_at<bool>(spec, "/suspend", false);
+  const int desired = suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2);
+  const Rollout rollout = rollout_of(in.deployment, desired);
+
+  const bool degraded = in.problem.has_value();
+  Json degraded_c =
+      degraded ? condition(current, "Degraded", true, in.problem->reason, in.problem->message,
+                           generation, now)
+               : condition(current, "Degraded", false, "AsExpected",
+                           "All referenced Secrets exist and every owned object is applied.",
+                           generation, now);
+
+  Json progressing_c;
+  if (degraded) {
+    progressing_c = condition(current, "Progressing", false, in.problem->reason,
+                              "Waiting for the problem in the Degraded condition to be fixed.",
+                              generation, now);
+  } else if (!rollout.complete) {
+    progressing_c =
+        condition(current, "Progressing", true, "RollingOut",
+                  "The relay Deployment is rolling out: " + std::to_string(rollout.ready) + " of " +
+                      std::to_string(desired) + " relay pods ready.",
+                  generation, now);
+  } else {
+    progressing_c = condition(current, "Progressing", false, "Complete",
+                              "The relay Deployment is up to date.", generation, now);
+  }
+
+  Json ready_c;
+  if (degraded) {
+    ready_c = condition(current, "Ready", false, in.problem->reason, in.problem->message,
+                        generation, now);
+  } else if (suspend) {
+    ready_c = condition(current, "Ready", false, "Suspended",
+                        "spec.suspend is true: the relay is scaled to zero and the CronJobs are "
+                        "suspended; events accumulate until it is resumed.",
+                        generation, now);
+  } else if (desired == 0) {
+    ready_c = condition(current, "Ready", false, "ScaledToZero",
+                        "spec.relay.replicas is 0: no relay publishes events.", generation, now);
+  } else if (rollout.ready >= desired) {
+    ready_c = condition(
+        current, "Ready", true, "RelaysReady",
+        std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.",
+        generation, now);
+  } else {
+    ready_c = condition(
+        current, "Ready", false, "RelaysNotReady",
+        std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.",
+        generation, now);
+  }
+
+  // The relay measures the backlog (status.backlog, its own field manager); the operator only
+  // judges it against spec.monitoring.stuckAfter.
+  const std::string stuck_after = value_at<std::string>(spec, "/monitoring/stuckAfter", "10m");
+  const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
+  Json stalled_c;
+  if (current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
+    double oldest = current.at("/backlog/oldestPendingSeconds"_json_pointer).get<double>();
+    if (oldest > threshold) {
+      stalled_c = condition(current, "Stalled", true, "EventsStuck",
+                            "The oldest pending event is older than spec.monitoring.stuckAfter (" +
+                                stuck_after +
+                                "); see status.backlog. Check the relay's logs, Kafka and the "
+                                "relay's outbox_kafka_up metric.",
+                            generation, now);
+    } else {
+      stalled_c = condition(
+          current, "Stalled", false, "BacklogFresh",
+          "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").",
+          generation, now);
+    }
+  } else {
+    stalled_c = condition(current, "Stalled", false, "NoBacklogReport",
+                          "No relay has reported the backlog yet.", generation, now);
+  }
+
+  return {{"observedGeneration", generation},
+          {"conditions", Json::array({ready_c, progressing_c, degraded_c, stalled_c})},
+          {"relay",
+           {{"replicas", rollout.replicas},
+            {"readyReplicas", rollout.ready},
+            {"selector", relay_selector(relay.at("metadata").at("name"))}}}};
+}
+
+bool status_matches(const Json& desired, const Json& current) {
+  if (!current.is_object() || current.value("observedGeneration", -1LL) !=
+                                  desired.at("observedGeneration").get<long long>()) {
+    return false;
+  }
+  if (current.value("relay", Json::object()) != desired.at("relay")) {
+    return false;
+  }
+  for (const Json& want : desired.at("conditions")) {
+    if (find_condition(current, want.at("type")) != want) {
+      return false;
+    }
+  }
+  return current.at("conditions").size() == desired.at("conditions").size();
+}
+
+}  // namespace outbox::controller

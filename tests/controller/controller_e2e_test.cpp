@@ -1,0 +1,389 @@
+// The controller against a real kube-apiserver and etcd (no kubelet, no controller-manager:
+// Deployments get no pods, so tests patch deployments/status as the admin), and, for the
+// backlog report, a real relay process against the test bed's PostgreSQL and Kafka.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "controller/relay_resources.hpp"
+#include "controller_fixture.hpp"
+#include "relay_fixture.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::eventually;
+
+const kube::Resource kSecrets{"", "v1", "secrets", true};
+const kube::Resource kEvents{"", "v1", "events", true};
+
+Json relay_object(const std::string& name, const Json& spec) {
+  return {{"apiVersion", "outbox.dev/v1alpha1"},
+          {"kind", "OutboxRelay"},
+          {"metadata", {{"name", name}}},
+          {"spec", spec}};
+}
+
+Json base_spec() {
+  return {{"database", {{"dsnSecretRef", {{"name", "orders-db"}, {"key", "dsn"}}}}},
+          {"kafka",
+           {{"bootstrapServers", "kafka:9092"},
+            {"routes", Json::array({{{"bizType", "order"}, {"topic", "orders.v1"}}})}}},
+          {"relay", {{"replicas", 2}}},
+          {"compensation", {{"schedule", "*/2 * * * *"}, {"staleAfter", "3m"}}},
+          {"retention", {{"schedule", "0 4 * * *"}, {"keepSent", "24h"}}}};
+}
+
+Json condition(const Json& relay, const std::string& type) {
+  for (const Json& c : relay.value("status", Json::object()).value("conditions", Json::array())) {
+    if (c.at("type") == type) {
+      return c;
+    }
+  }
+  return Json::object();
+}
+
+bool has_arg(const Json& container, const std::string& arg) {
+  const Json& args = container.at("args");
+  return std::find(args.begin(), args.end(), arg) != args.end();
+}
+
+class ControllerE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { testing::install_crd(); }
+  void SetUp() override { ns = testing::make_namespace(client, "obr-e2e"); }
+
+  Json get(const kube::Resource& r, const std::string& name) { return client.get(r, ns, name); }
+  Json relay(const std::string& name) { return client.get(kOutboxRelays, ns, name); }
+  bool observed(const std::string& name) {
+    Json r = relay(name);
+    return r.value("status", Json::object()).value("observedGeneration", 0LL) ==
+           r.at("metadata").at("generation").get<long long>();
+  }
+  std::vector<Json> warning_events(const std::string& reason) {
+    std::vector<Json> out;
+    const Json events = client.list(kEvents, ns);
+    for (const Json& e : events.at("items")) {
+      if (e.value("reason", "") == reason && e.value("type", "") == "Warning") {
+        out.push_back(e);
+      }
+    }
+    return out;
+  }
+
+  kube::Client client = testing::admin_client();
+  std::string ns;
+};
+
+TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "owned-" + ns);
+  Json created = client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  const std::string uid = created.at("metadata").at("uid");
+
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  Json dep = get(owned::deployments, "orders-relay");
+  EXPECT_EQ(dep.at("/spec/replicas"_json_pointer), 2);
+  const Json owner = dep.at("/metadata/ownerReferences/0"_json_pointer);
+  EXPECT_EQ(owner.at("uid"), uid);
+  EXPECT_EQ(owner.at("kind"), "OutboxRelay");
+  EXPECT_TRUE(owner.at("controller").get<bool>());
+  EXPECT_TRUE(owner.at("blockOwnerDeletion").get<bool>());
+  const Json pod = dep.at("/spec/template/spec"_json_pointer);
+  const Json c = pod.at("/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("image"), "ghcr.io/outbox-operator/outbox-operator:test");
+  EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
+  EXPECT_EQ(c.at("/env/0/valueFrom/secretKeyRef"_json_pointer),
+            Json({{"name", "orders-db"}, {"key", "dsn"}}));
+  EXPECT_TRUE(has_arg(c, "--report-status=" + ns + "/orders"));
+  EXPECT_TRUE(has_arg(c, "--route=order=orders.v1"));
+  EXPECT_EQ(c.at("/readinessProbe/httpGet/path"_json_pointer), "/readyz");
+  EXPECT_EQ(c.at("/livenessProbe/httpGet/path"_json_pointer), "/healthz");
+  EXPECT_TRUE(pod.at("/securityContext/runAsNonRoot"_json_pointer).get<bool>());
+  EXPECT_EQ(pod.at("/securityContext/runAsUser"_json_pointer), 65532);
+  EXPECT_EQ(pod.at("/securityContext/seccompProfile/type"_json_pointer), "RuntimeDefault");
+  EXPECT_TRUE(c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
+  EXPECT_FALSE(c.at("/securityContext/allowPrivilegeEscalation"_json_pointer).get<bool>());
+  EXPECT_EQ(c.at("/securityContext/capabilities/drop"_json_pointer), Json::array({"ALL"}));
+  EXPECT_EQ(pod.at("serviceAccountName"), "orders-relay");
+  const std::string hash1 =
+      dep.at("/spec/template/metadata/annotations"_json_pointer).at(kConfigHashAnnotation);
+
+  Json comp = get(owned::cron_jobs, "orders-compensate");
+  EXPECT_EQ(comp.at("/spec/schedule"_json_pointer), "*/2 * * * *");
+  EXPECT_EQ(comp.at("/spec/concurrencyPolicy"_json_pointer), "Forbid");
+  EXPECT_FALSE(comp.at("/spec/suspend"_json_pointer).get<bool>());
+  Json comp_c = comp.at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_EQ(comp_c.at("/args/0"_json_pointer), "compensate");
+  EXPECT_TRUE(has_arg(comp_c, "--stale-after=3m"));
+  EXPECT_TRUE(comp_c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
+  Json clean = get(owned::cron_jobs, "orders-cleanup");
+  EXPECT_EQ(clean.at("/spec/schedule"_json_pointer), "0 4 * * *");
+  EXPECT_TRUE(has_arg(clean.at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer),
+                      "--keep-sent=24h"));
+  Json svc = get(owned::services, "orders-metrics");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1name"_json_pointer), "outbox-relay");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1instance"_json_pointer), "orders");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1managed-by"_json_pointer),
+            "outbox-operator");
+  EXPECT_EQ(svc.at("/spec/ports/0/name"_json_pointer), "metrics");
+  EXPECT_EQ(
+      get(owned::pod_disruption_budgets, "orders-relay").at("/spec/maxUnavailable"_json_pointer),
+      1);
+  Json role = get(owned::roles, "orders-relay");
+  EXPECT_EQ(role.at("/rules/1/resources/0"_json_pointer), "outboxrelays/status");
+  EXPECT_EQ(get(owned::role_bindings, "orders-relay").at("/subjects/0/name"_json_pointer),
+            "orders-relay");
+  EXPECT_NO_THROW(get(owned::service_accounts, "orders-relay"));
+  EXPECT_NO_THROW(get(owned::config_maps, "orders-config"));
+  EXPECT_EQ(relay("orders").at("/status/relay/selector"_json_pointer), relay_selector("orders"));
+
+  // Edit the spec: replicas, a schedule and a relay setting (which rolls the pods).
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"spec",
+                       {{"relay", {{"replicas", 3}, {"batchSize", 50}}},
+                        {"compensation", {{"schedule", "*/7 * * * *"}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 3 &&
+               get(owned::cron_jobs, "orders-compensate").at("/spec/schedule"_json_pointer) ==
+                   "*/7 * * * *" &&
+               observed("orders");
+      },
+      20s));
+  dep = get(owned::deployments, "orders-relay");
+  EXPECT_TRUE(has_arg(dep.at("/spec/template/spec/containers/0"_json_pointer), "--batch-size=50"));
+  EXPECT_NE(dep.at("/spec/template/metadata/annotations"_json_pointer).at(kConfigHashAnnotation),
+            hash1);
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer), 2);
+
+  // Drift: the owned Deployment deleted, and a CronJob edited by hand.
+  const std::string old_uid = dep.at("/metadata/uid"_json_pointer);
+  client.remove(owned::deployments, ns, "orders-relay");
+  client.merge_patch(owned::cron_jobs, ns, "orders-cleanup",
+                     {{"spec", {{"schedule", "1 1 * * *"}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json d = get(owned::deployments, "orders-relay");
+        return d.at("/metadata/uid"_json_pointer) != old_uid &&
+               d.at("/spec/replicas"_json_pointer) == 3 &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/schedule"_json_pointer) ==
+                   "0 4 * * *";
+      },
+      20s));
+
+  // One replica: no PodDisruptionBudget.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"relay", {{"replicas", 1}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          get(owned::pod_disruption_budgets, "orders-relay");
+          return false;
+        } catch (const kube::ApiError& e) {
+          return e.is_not_found() &&
+                 get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 1;
+        }
+      },
+      20s));
+
+  // Suspend: scaled to zero, both CronJobs suspended, Ready=False Suspended.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"suspend", true}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 0 &&
+               get(owned::cron_jobs, "orders-compensate").at("/spec/suspend"_json_pointer) ==
+                   true &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/suspend"_json_pointer) == true &&
+               condition(relay("orders"), "Ready").value("reason", "") == "Suspended";
+      },
+      20s));
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer),
+            relay("orders").at("/metadata/generation"_json_pointer));
+}
+
+TEST_F(ControllerE2E, DegradedForAMissingSecretThenReadyFromTheDeploymentStatus) {
+  testing::ControllerProcess ctl(ns, {"--secret-recheck=1s"}, "degraded-" + ns);
+  client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "Degraded").value("status", "") == "True"; }, 20s));
+  Json degraded = condition(relay("orders"), "Degraded");
+  EXPECT_EQ(degraded.at("reason"), "SecretNotFound");
+  EXPECT_NE(degraded.at("message").get<std::string>().find("\"orders-db\""), std::string::npos);
+  EXPECT_NE(degraded.at("message").get<std::string>().find("create secret generic"),
+            std::string::npos);
+  EXPECT_EQ(condition(relay("orders"), "Ready").value("status", ""), "False");
+  const std::string since = degraded.at("lastTransitionTime");
+  ASSERT_TRUE(eventually([&] { return warning_events("SecretNotFound").size() == 1; }, 10s));
+  EXPECT_THROW(get(owned::deployments, "orders-relay"), kube::ApiError);
+
+  // The Secret without the key: a different reason, still Degraded (transition time kept).
+  testing::create_secret(client, ns, "orders-db", {{"password", "x"}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("orders"), "Degraded").value("reason", "") == "SecretKeyMissing";
+      },
+      20s));
+  EXPECT_EQ(condition(relay("orders"), "Degraded").at("lastTransitionTime"), since);
+  EXPECT_EQ(warning_events("SecretNotFound").size(), 1u)
+      << "no repeated Event while still Degraded";
+
+  // Fixed: Degraded clears, owned objects appear.
+  client.merge_patch(kSecrets, ns, "orders-db", {{"stringData", {{"dsn", "postgresql://x"}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("orders"), "Degraded").value("status", "") == "False" &&
+               get(owned::deployments, "orders-relay").contains("spec");
+      },
+      20s));
+  Json ready = condition(relay("orders"), "Ready");
+  EXPECT_EQ(ready.at("status"), "False");
+  EXPECT_EQ(ready.at("reason"), "RelaysNotReady");
+  EXPECT_EQ(condition(relay("orders"), "Progressing").at("status"), "True");
+
+  // What a kubelet and the Deployment controller would report.
+  Json dep = get(owned::deployments, "orders-relay");
+  client.merge_patch(owned::deployments, ns, "orders-relay",
+                     {{"status",
+                       {{"observedGeneration", dep.at("/metadata/generation"_json_pointer)},
+                        {"replicas", 2},
+                        {"updatedReplicas", 2},
+                        {"readyReplicas", 2},
+                        {"availableReplicas", 2}}}},
+                     "status");
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json r = relay("orders");
+        return r.at("/status/relay/readyReplicas"_json_pointer) == 2 &&
+               condition(r, "Ready").value("status", "") == "True" &&
+               condition(r, "Progressing").value("status", "") == "False";
+      },
+      20s));
+  std::string out = testing::kubectl("-n " + ns + " get obr orders");
+  EXPECT_NE(out.find("True"), std::string::npos) << out;
+  // `kubectl scale` works through the scale subresource and status.relay.selector.
+  testing::kubectl("-n " + ns + " scale obr/orders --replicas=3");
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 3;
+      },
+      20s));
+}
+
+TEST_F(ControllerE2E, StalledFromTheReportedBacklogAndClearedWhenItDrains) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://x"}});
+  testing::ControllerProcess ctl(ns, {}, "stalled-" + ns);
+  Json spec = base_spec();
+  spec["monitoring"] = {{"stuckAfter", "30s"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Stalled").value("reason", ""), "NoBacklogReport");
+
+  auto report = [&](double oldest, long long pending) {
+    client.apply_status(kOutboxRelays, ns,
+                        {{"apiVersion", "outbox.dev/v1alpha1"},
+                         {"kind", "OutboxRelay"},
+                         {"metadata", {{"name", "orders"}}},
+                         {"status",
+                          {{"backlog",
+                            {{"pending", pending},
+                             {"failed", 0},
+                             {"oldestPendingSeconds", oldest},
+                             {"measuredAt", "2030-01-01T00:00:00Z"}}}}}},
+                        kRelayFieldManager);
+  };
+  report(45.5, 120);
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "Stalled").value("status", "") == "True"; }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Stalled").at("reason"), "EventsStuck");
+  ASSERT_TRUE(eventually([&] { return warning_events("EventsStuck").size() == 1; }, 10s));
+  // The operator's status applies leave the relay's field alone.
+  EXPECT_EQ(relay("orders").at("/status/backlog/pending"_json_pointer), 120);
+
+  report(0.2, 0);
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json c = condition(relay("orders"), "Stalled");
+        return c.value("status", "") == "False" && c.value("reason", "") == "BacklogFresh";
+      },
+      20s));
+}
+
+// The relay binary, started with the arguments the controller rendered into the Deployment,
+// reports the backlog it measures; it shows in `kubectl get obr`; events stuck behind an
+// unreachable broker make the resource Stalled; a relay with the real broker drains them.
+TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
+  outbox::testing::OutboxTestTable table;
+  testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
+  testing::ControllerProcess ctl(ns, {}, "backlog-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table.table.plain();
+  spec["kafka"] = {{"bootstrapServers", "127.0.0.1:1"}, {"topic", table.topic}};
+  spec["monitoring"] = {{"stuckAfter", "3s"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  auto relay_args = [&] {
+    Json c =
+        get(owned::deployments, "orders-relay").at("/spec/template/spec/containers/0"_json_pointer);
+    std::vector<std::string> args = {OUTBOX_BINARY};
+    for (const Json& a : c.at("args")) {
+      std::string s = a;
+      args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
+    }
+    args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
+    args.push_back("--report-interval=1s");
+    args.push_back("--message-timeout=2s");
+    return args;
+  };
+  table.insert(5, 2);
+  auto stuck = std::make_unique<testing::Process>(
+      relay_args(), std::map<std::string, std::string>{{"OUTBOX_DSN", table.dsn}},
+      ::testing::TempDir() + "relay-stuck-" + ns + ".log");
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json r = relay("orders");
+        return r.value("status", Json::object()).contains("backlog") &&
+               r.at("/status/backlog/pending"_json_pointer) == 5 &&
+               condition(r, "Stalled").value("status", "") == "True";
+      },
+      40s));
+  std::string out = testing::kubectl("-n " + ns + " get obr orders");
+  EXPECT_NE(out.find("PENDING"), std::string::npos) << out;
+  std::string row = out.substr(out.find('\n') + 1);
+  EXPECT_NE(row.find(" 5 "), std::string::npos) << out;
+  Json managers = relay("orders").at("/metadata/managedFields"_json_pointer);
+  bool relay_manager = false;
+  for (const Json& m : managers) {
+    relay_manager |=
+        m.value("manager", "") == kRelayFieldManager && m.value("subresource", "") == "status";
+  }
+  EXPECT_TRUE(relay_manager) << managers.dump();
+
+  // Point the resource at the real broker; run the relay with the new arguments.
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"spec", {{"kafka", {{"bootstrapServers", testbed::kafka_bootstrap()}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return has_arg(get(owned::deployments, "orders-relay")
+                           .at("/spec/template/spec/containers/0"_json_pointer),
+                       "--brokers=" + testbed::kafka_bootstrap());
+      },
+      20s));
+  stuck->kill9();
+  testing::Process draining(relay_args(), {{"OUTBOX_DSN", table.dsn}},
+                            ::testing::TempDir() + "relay-drain-" + ns + ".log");
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json r = relay("orders");
+        return r.at("/status/backlog/pending"_json_pointer) == 0 &&
+               condition(r, "Stalled").value("status", "") == "False";
+      },
+      60s));
+  EXPECT_EQ(table.count("status = 1"), 5);
+}
+
+}  // namespace
+}  // namespace outbox::controller

@@ -1,0 +1,208 @@
+#include "controller_fixture.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <regex>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "kube/config.hpp"
+#include "kube/resource.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox::controller::testing {
+
+kube::Client admin_client() {
+  return kube::Client(kube::load_kubeconfig(testbed::kubeconfig_path()));
+}
+
+std::string kubectl(const std::string& args) {
+  std::string cmd = "KUBECONFIG='" + testbed::kubeconfig_path() + "' '" +
+                    testbed::require_env("OUTBOX_TESTBED_BIN") + "/kubectl' " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    throw std::runtime_error("popen failed");
+  }
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) {
+    out.append(buf.data(), n);
+  }
+  int status = ::pclose(pipe);
+  if (status != 0) {
+    throw std::runtime_error("kubectl " + args + " failed: " + out);
+  }
+  return out;
+}
+
+void install_crd() {
+  kubectl("apply --server-side --force-conflicts -f '" + std::string(OUTBOX_SOURCE_DIR) +
+          "/crds/'");
+  kubectl("wait --for=condition=Established crd/outboxrelays.outbox.dev --timeout=30s");
+}
+
+std::string make_namespace(kube::Client& client, const std::string& prefix) {
+  std::string name = testbed::unique_name(prefix);
+  for (char& c : name) {
+    if (c == '_') {
+      c = '-';
+    }
+  }
+  client.create(kube::resources::namespaces, "",
+                {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+  return name;
+}
+
+void create_secret(kube::Client& client, const std::string& ns, const std::string& name,
+                   const std::map<std::string, std::string>& data) {
+  client.create(kube::Resource{"", "v1", "secrets", true}, ns,
+                {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata", {{"name", name}}},
+                 {"stringData", data}});
+}
+
+unsigned short free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string http_get(unsigned short port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  auto body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+double metric(const std::string& body, const std::string& series) {
+  std::size_t at = 0;
+  while ((at = body.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || body[at - 1] == '\n') {
+      return std::stod(body.substr(at + series.size() + 1));
+    }
+    ++at;
+  }
+  return -1;
+}
+
+bool eventually(const std::function<bool()>& check, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    try {
+      if (check()) {
+        return true;
+      }
+    } catch (const std::exception&) {
+      // not there yet (404 and the like)
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+Process::Process(std::vector<std::string> args, const std::map<std::string, std::string>& env,
+                 const std::string& log_path) {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (const auto& [k, v] : env) {
+      ::setenv(k.c_str(), v.c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+}
+
+Process::~Process() {
+  if (pid_ > 0) {
+    kill9();
+  }
+}
+
+void Process::kill9() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+int Process::terminate(std::chrono::seconds timeout) {
+  ::kill(pid_, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+static std::vector<std::string> controller_args(const std::string& watch_ns, unsigned short port,
+                                                const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {OUTBOX_BINARY,
+                                   "--log-level=debug",
+                                   "controller",
+                                   "--kubeconfig=" + testbed::kubeconfig_path(),
+                                   "--namespaces=" + watch_ns,
+                                   "--relay-image=ghcr.io/outbox-operator/outbox-operator:test",
+                                   "--http-address=127.0.0.1",
+                                   "--http-port=" + std::to_string(port)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+ControllerProcess::ControllerProcess(const std::string& watch_ns,
+                                     const std::vector<std::string>& extra_args,
+                                     const std::string& log_name)
+    : port(free_port()),
+      process(controller_args(watch_ns, port, extra_args), {},
+              ::testing::TempDir() + log_name + ".log") {}
+
+}  // namespace outbox::controller::testing

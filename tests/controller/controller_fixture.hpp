@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kube/client.hpp"
+
+// Shared by the controller e2e tests: the real outbox-operator binary as a child process, the
+// test bed's apiserver through the admin kubeconfig, and polling helpers.
+namespace outbox::controller::testing {
+
+using Json = nlohmann::json;
+
+kube::Client admin_client();
+// Applies crds/ with kubectl (server-side), as docs/install.md says.
+void install_crd();
+std::string make_namespace(kube::Client& client, const std::string& prefix);
+void create_secret(kube::Client& client, const std::string& ns, const std::string& name,
+                   const std::map<std::string, std::string>& data);
+// kubectl with the admin kubeconfig; returns stdout (stderr appended), throws on failure.
+std::string kubectl(const std::string& args);
+unsigned short free_port();
+// GET http://127.0.0.1:port/path; returns the body ("" when unreachable).
+std::string http_get(unsigned short port, const std::string& path);
+// Value of an unlabelled metric line "name value" ("name{...} value" when labels given).
+double metric(const std::string& body, const std::string& series);
+
+// Polls `check` every 200 ms until it returns true or `timeout` passes.
+bool eventually(const std::function<bool()>& check, std::chrono::milliseconds timeout);
+
+// A child process of the real binary; kill -9 on destruction.
+class Process {
+ public:
+  Process(std::vector<std::string> args, const std::map<std::string, std::string>& env,
+          const std::string& log_path);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  void kill9();
+  int terminate(std::chrono::seconds timeout);
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+// `outbox-operator controller` watching one namespace, serving HTTP on a free port.
+struct ControllerProcess {
+  ControllerProcess(const std::string& watch_ns, const std::vector<std::string>& extra_args,
+                    const std::string& log_name);
+  unsigned short port;
+  Process process;
+  std::string metrics() const { return http_get(port, "/metrics"); }
+};
+
+}  // namespace outbox::controller::testing

@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "controller/relay_resources.hpp"
+#include "controller/relay_status.hpp"
+
+namespace outbox::controller {
+namespace {
+
+Json relay(const Json& spec_patch = Json::object()) {
+  Json r = {
+      {"apiVersion", "outbox.dev/v1alpha1"},
+      {"kind", "OutboxRelay"},
+      {"metadata", {{"name", "orders"}, {"namespace", "shop"}, {"uid", "u-1"}, {"generation", 3}}},
+      {"spec",
+       {{"database", {{"dsnSecretRef", {{"name", "db"}, {"key", "dsn"}}}}},
+        {"kafka", {{"bootstrapServers", "k:9092"}}}}}};
+  r["spec"].merge_patch(spec_patch);
+  return r;
+}
+
+const Json* find(const RenderedRelay& r, const std::string& kind, const std::string& name) {
+  for (const auto& o : r.objects) {
+    if (o.object.at("kind") == kind && o.object.at("/metadata/name"_json_pointer) == name) {
+      return &o.object;
+    }
+  }
+  return nullptr;
+}
+
+TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
+  RenderOptions opts{"img:1", {}};
+  RenderedRelay two = render_relay(relay(), opts);
+  for (const char* kind :
+       {"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget"}) {
+    ASSERT_NE(find(two, kind, "orders-relay"), nullptr) << kind;
+  }
+  ASSERT_NE(find(two, "ConfigMap", "orders-config"), nullptr);
+  ASSERT_NE(find(two, "CronJob", "orders-compensate"), nullptr);
+  ASSERT_NE(find(two, "CronJob", "orders-cleanup"), nullptr);
+  ASSERT_NE(find(two, "Service", "orders-metrics"), nullptr);
+  for (const auto& o : two.objects) {
+    EXPECT_EQ(o.object.at("/metadata/ownerReferences/0/uid"_json_pointer), "u-1");
+    EXPECT_EQ(o.object.at("/metadata/namespace"_json_pointer), "shop");
+  }
+  EXPECT_TRUE(two.wants_pdb);
+  RenderedRelay one = render_relay(relay({{"relay", {{"replicas", 1}}}}), opts);
+  EXPECT_FALSE(one.wants_pdb);
+  EXPECT_EQ(find(one, "PodDisruptionBudget", "orders-relay"), nullptr);
+  RenderedRelay suspended = render_relay(relay({{"suspend", true}}), opts);
+  EXPECT_EQ(find(suspended, "Deployment", "orders-relay")->at("/spec/replicas"_json_pointer), 0);
+  EXPECT_TRUE(
+      find(suspended, "CronJob", "orders-cleanup")->at("/spec/suspend"_json_pointer).get<bool>());
+  EXPECT_THROW(render_relay(relay(), RenderOptions{}), std::invalid_argument);
+  EXPECT_EQ(find(render_relay(relay({{"relay", {{"image", "own:2"}}}}), RenderOptions{}),
+                 "Deployment", "orders-relay")
+                ->at("/spec/template/spec/containers/0/image"_json_pointer),
+            "own:2");
+}
+
+TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
+  RenderOptions opts{"img:1", {"sasl.password", "security.protocol"}};
+  RenderedRelay r = render_relay(relay({{"kafka", {{"configSecretRef", {{"name", "kc"}}}}}}), opts);
+  const Json c =
+      find(r, "Deployment", "orders-relay")->at("/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("/env/1/valueFrom/secretKeyRef"_json_pointer),
+            Json({{"name", "kc"}, {"key", "sasl.password"}}));
+  const Json& args = c.at("args");
+  EXPECT_NE(std::find(args.begin(), args.end(),
+                      "--kafka-property=sasl.password=$(OUTBOX_KAFKA_PROPERTY_0)"),
+            args.end());
+}
+
+TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
+  RenderOptions opts{"img:1", {}};
+  auto hash = [&](const Json& patch) {
+    return find(render_relay(relay(patch.is_null() ? Json::object() : patch), opts), "Deployment",
+                "orders-relay")
+        ->at("/spec/template/metadata/annotations"_json_pointer)
+        .at(kConfigHashAnnotation)
+        .get<std::string>();
+  };
+  EXPECT_EQ(hash({}), hash({{"relay", {{"replicas", 5}}}}));
+  EXPECT_NE(hash({}), hash({{"relay", {{"batchSize", 7}}}}));
+  EXPECT_EQ(stable_hash("abc"), "e71fa2190541574b");
+}
+
+TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
+  using namespace std::chrono;
+  auto t0 = system_clock::time_point(seconds(1'700'000'000));
+  Json r = relay({{"monitoring", {{"stuckAfter", "10s"}}}});
+  Json s1 = compute_status({r, nullptr, Problem{"SecretNotFound", "m"}, t0});
+  EXPECT_EQ(find_condition(s1, "Degraded").at("status"), "True");
+  EXPECT_EQ(find_condition(s1, "Ready").at("reason"), "SecretNotFound");
+  r["status"] = s1;
+  Json s2 = compute_status({r, nullptr, Problem{"SecretKeyMissing", "m2"}, t0 + seconds(60)});
+  EXPECT_EQ(find_condition(s2, "Degraded").at("lastTransitionTime"), format_time(t0));
+  r["status"] = s2;
+  Json s3 = compute_status({r, nullptr, std::nullopt, t0 + seconds(120)});
+  EXPECT_EQ(find_condition(s3, "Degraded").at("lastTransitionTime"),
+            format_time(t0 + seconds(120)));
+  EXPECT_FALSE(status_matches(s3, s2));
+  r["status"] = s3;
+  EXPECT_TRUE(status_matches(compute_status({r, nullptr, std::nullopt, t0 + seconds(500)}), s3));
+}
+
+TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay({{"monitoring", {{"stuckAfter", "1m30s"}}}});
+  Json dep = {
+      {"metadata", {{"generation", 4}}},
+      {"status",
+       {{"observedGeneration", 4}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 2}}}};
+  r["status"] = {{"backlog", {{"oldestPendingSeconds", 91.0}}}};
+  Json s = compute_status({r, &dep, std::nullopt, now});
+  EXPECT_EQ(find_condition(s, "Ready").at("status"), "True");
+  EXPECT_EQ(find_condition(s, "Progressing").at("status"), "False");
+  EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "EventsStuck");
+  EXPECT_EQ(s.at("/relay/readyReplicas"_json_pointer), 2);
+  EXPECT_EQ(s.at("observedGeneration"), 3);
+  r["status"]["backlog"]["oldestPendingSeconds"] = 89.0;
+  EXPECT_EQ(find_condition(compute_status({r, &dep, std::nullopt, now}), "Stalled").at("status"),
+            "False");
+  dep["status"]["readyReplicas"] = 1;
+  Json s2 = compute_status({r, &dep, std::nullopt, now});
+  EXPECT_EQ(find_condition(s2, "Ready").at("reason"), "RelaysNotReady");
+  EXPECT_EQ(find_condition(s2, "Progressing").at("status"), "True");
+}
+
+}  // namespace
+}  // namespace outbox::controller
