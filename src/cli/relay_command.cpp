@@ -36,8 +36,6 @@ Action add_relay_command(CLI::App& app) {
       app.add_subcommand("relay", "publish committed outbox events to Kafka (long-running)");
   auto o = std::make_shared<RelayOptions>();
   o->db.add_to(*cmd);
-  cmd->set_config("--config", "",
-                  "configuration file (key = value lines; flags and env override it)");
   o->publish.add_to(*cmd);
   cmd->add_option("--batch-size", o->batch_size, "events per claim")
       ->check(CLI::Range(1, 10000))

@@ -43,7 +43,8 @@ struct ProducerConfig {
   // secrets: they are never logged.
   std::map<std::string, std::string> properties;
   std::chrono::milliseconds message_timeout{10000};
-  std::chrono::milliseconds linger{2};
+  // The whole batch is queued before the relay waits, so lingering only adds delay.
+  std::chrono::milliseconds linger{0};
 };
 
 // An idempotent (acks=all) producer that publishes a batch and waits for every
