@@ -31,6 +31,7 @@
 #include "outbox/schema.hpp"
 #include "outbox/store.hpp"
 #include "relay/relay.hpp"
+#include "support/child_process.hpp"
 
 namespace outbox::bench {
 namespace {
@@ -415,51 +416,17 @@ class RelayProcess {
                                      "--batch-size=" + std::to_string(o.batch),
                                      "--poll-interval=" + poll_interval,
                                      "--listen=127.0.0.1:0"};
-    pid_ = ::fork();
-    if (pid_ < 0) {
-      throw std::runtime_error("fork failed");
-    }
-    if (pid_ == 0) {
-      int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("OUTBOX_DSN", o.dsn.c_str(), 1);  // as from a Secret, not on the command line
-      std::vector<char*> argv;
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    // The DSN goes in the environment, as from a Secret, not on the command line.
+    process_ = std::make_unique<outbox::testbed::ChildProcess>(
+        args, std::map<std::string, std::string>{{"OUTBOX_DSN", o.dsn}}, log_path);
   }
-  ~RelayProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  RelayProcess(const RelayProcess&) = delete;
-  RelayProcess& operator=(const RelayProcess&) = delete;
 
-  int pid() const { return pid_; }
-
+  int pid() const { return process_->pid(); }
   // SIGTERM, then the exit status (or -1 after 30 s).
-  int terminate() {
-    ::kill(pid_, SIGTERM);
-    for (auto until = Clock::now() + std::chrono::seconds(30); Clock::now() < until;) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
+  int terminate() { return process_->terminate(std::chrono::seconds(30)); }
 
  private:
-  int pid_ = -1;
+  std::unique_ptr<outbox::testbed::ChildProcess> process_;
 };
 
 // Samples a process's VmRSS every 50 ms on its own thread.

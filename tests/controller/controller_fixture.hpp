@@ -1,5 +1,7 @@
 #pragma once
 
+#include "support/child_process.hpp"
+
 #include <chrono>
 #include <functional>
 #include <map>
@@ -32,20 +34,7 @@ double metric(const std::string& body, const std::string& series);
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds timeout);
 
 // A child process of the real binary; kill -9 on destruction.
-class Process {
- public:
-  Process(std::vector<std::string> args, const std::map<std::string, std::string>& env,
-          const std::string& log_path);
-  ~Process();
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-  void kill9();
-  int terminate(std::chrono::seconds timeout);
-  int pid() const { return pid_; }
-
- private:
-  int pid_ = -1;
-};
+using Process = outbox::testbed::ChildProcess;
 
 // `outbox-operator controller` watching one namespace, serving HTTP on a free port.
 struct ControllerProcess {

@@ -133,46 +133,9 @@ ProcessRelay::ProcessRelay(const relay::RelayConfig& c, const std::string& log_p
       "--max-backoff=" + format_duration(c.publish.backoff.max),
       "--message-timeout=" + format_duration(c.kafka.message_timeout),
       "--listen=127.0.0.1:0"};
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::setenv("OUTBOX_DSN", c.dsn.c_str(), 1);  // as from a Secret, not on the command line
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-}
-
-ProcessRelay::~ProcessRelay() {
-  if (pid_ > 0) {
-    kill9();
-  }
-}
-
-void ProcessRelay::kill9() {
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-}
-
-int ProcessRelay::terminate(std::chrono::seconds timeout) {
-  ::kill(pid_, SIGTERM);
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return -1;
+  // The DSN goes in the environment, as from a Secret, not on the command line.
+  process_ = std::make_unique<testbed::ChildProcess>(
+      args, std::map<std::string, std::string>{{"OUTBOX_DSN", c.dsn}}, log_path);
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

@@ -14,6 +14,7 @@
 #include "metrics/registry.hpp"
 #include "outbox/table.hpp"
 #include "relay/relay.hpp"
+#include "support/child_process.hpp"
 
 namespace outbox::testing {
 
@@ -67,14 +68,15 @@ class ThreadRelay {
 class ProcessRelay {
  public:
   explicit ProcessRelay(const relay::RelayConfig& config, const std::string& log_path);
-  ~ProcessRelay();
-  void kill9();
+  void kill9() { process_->kill9(); }
   // Sends SIGTERM and returns the exit status (or -1 on timeout).
-  int terminate(std::chrono::seconds timeout = std::chrono::seconds(30));
-  int pid() const { return pid_; }
+  int terminate(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    return process_->terminate(timeout);
+  }
+  int pid() const { return process_->pid(); }
 
  private:
-  int pid_ = -1;
+  std::unique_ptr<testbed::ChildProcess> process_;
 };
 
 // Polls `condition` every 50 ms until true or `timeout`; returns the final value.
