@@ -28,8 +28,8 @@ std::string escape_label(const std::string& v) {
   return out;
 }
 
-std::string render_labels(const Labels& labels, const std::string& extra = {}) {
-  if (labels.empty() && extra.empty()) {
+std::string render_labels(const Labels& labels) {
+  if (labels.empty()) {
     return {};
   }
   std::string out = "{";
@@ -37,9 +37,6 @@ std::string render_labels(const Labels& labels, const std::string& extra = {}) {
   for (const auto& [k, v] : labels) {
     out += (first ? "" : ",") + k + "=\"" + escape_label(v) + "\"";
     first = false;
-  }
-  if (!extra.empty()) {
-    out += (first ? "" : ",") + extra;
   }
   return out + "}";
 }
@@ -123,7 +120,6 @@ Histogram& Registry::histogram(const std::string& name, const std::string& help,
   if (slot == nullptr) {
     slot = &histogram_store_.emplace_back(std::move(bounds));
   }
-  // Remember labels for the bucket lines.
   return *slot;
 }
 
