@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 #include <iostream>
 #include <map>
 #include <numeric>
@@ -198,9 +197,10 @@ RelayRate run_relay_e2e(const Options& o, const std::string& id, int round) {
 }
 
 // ---------------------------------------------------------------------------
-// (p) Where (b)'s time goes: the relay's steps driven by hand with the same
-// store and producer, each timed: claim_batch, publish (produce + wait for every
-// delivery report), mark_sent. Diagnostic only; no target.
+// (p) Where (b)'s time goes: the relay's steps driven by hand, in sequence (the
+// relay overlaps them), with the same store and producer, each timed:
+// claim_batch, publish (produce + wait for every delivery report), mark_sent.
+// Diagnostic only; no target.
 
 struct Breakdown {
   double rate = 0;
@@ -212,7 +212,7 @@ struct Breakdown {
 
 Breakdown run_breakdown(const Options& o, const std::string& id, const std::string& label,
                         const std::map<std::string, std::string>& kafka_properties,
-                        bool async_commit, bool pipelined) {
+                        bool async_commit) {
   static int serial = 0;
   BenchTable t(o.dsn, "bench_breakdown_" + id);
   const long long events = o.breakdown_events;
@@ -257,44 +257,7 @@ Breakdown run_breakdown(const Options& o, const std::string& id, const std::stri
     return ids;
   };
   const auto start = Clock::now();
-  // Pipelined (a sketch of a possible relay, not what it does): while batch k is
-  // being delivered, mark batch k-1 and claim batch k+1 (excluding k's ids). Per-key
-  // order would need more care in a real relay (see docs/benchmarks.md).
-  std::vector<OutboxEvent> current;
-  std::vector<std::int64_t> previous;  // delivered ids of the batch before `current`
-  if (pipelined) {
-    auto t1 = Clock::now();
-    current = store.claim_batch(shards, o.batch);
-    claim += Clock::now() - t1;
-  }
-  while (pipelined && !current.empty()) {
-    auto inflight = std::async(std::launch::async, [&, messages = to_messages(current)] {
-      const auto t0 = Clock::now();
-      auto d = producer.publish(messages);
-      return std::make_pair(d, Clock::now() - t0);
-    });
-    auto t1 = Clock::now();
-    store.mark_sent(previous, false);
-    auto t2 = Clock::now();
-    mark += t2 - t1;
-    std::vector<std::int64_t> exclude;
-    for (const auto& e : current) {
-      exclude.push_back(e.id);
-    }
-    std::vector<OutboxEvent> next = store.claim_batch(shards, o.batch, exclude);
-    claim += Clock::now() - t2;
-    auto [deliveries, took] = inflight.get();
-    publish += took;
-    previous = delivered_ids(current, deliveries);
-    current = std::move(next);
-    ++b.batches;
-  }
-  if (pipelined) {
-    auto t1 = Clock::now();
-    store.mark_sent(previous, false);
-    mark += Clock::now() - t1;
-  }
-  while (!pipelined) {
+  while (true) {
     auto t1 = Clock::now();
     std::vector<OutboxEvent> batch = store.claim_batch(shards, o.batch);
     auto t2 = Clock::now();
@@ -1051,15 +1014,12 @@ int run(const Options& o) {
       std::string label;
       std::map<std::string, std::string> props;
       bool async_commit;
-      bool pipelined;
     };
-    for (const auto& v : std::vector<Variant>{
-             {"", {}, false, false},
-             {", linger.ms=0", {{"linger.ms", "0"}}, false, false},
-             {", synchronous_commit=off", {}, true, false},
-             {", pipelined: claim k+1 and mark k-1 while k is in flight", {}, false, true}}) {
+    for (const auto& v : std::vector<Variant>{{"", {}, false},
+                                              {", linger.ms=2", {{"linger.ms", "2"}}, false},
+                                              {", synchronous_commit=off", {}, true}}) {
       const auto& label = v.label;
-      Breakdown p = run_breakdown(o, id, label, v.props, v.async_commit, v.pipelined);
+      Breakdown p = run_breakdown(o, id, label, v.props, v.async_commit);
       rows.push_back(
           {"(p) claim / publish / mark per batch of " + std::to_string(o.batch) +
                " (relay steps timed by hand" + label + "; " + fmt(p.rate) + " events/s)",

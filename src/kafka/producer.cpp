@@ -62,10 +62,13 @@ std::string topic_name_problem(const std::string& topic) {
 }
 
 struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKafka::EventCb {
-  std::vector<Delivery>* results = nullptr;
+  // The batch in flight: one result per message, until its report says otherwise
+  // counted as not delivered.
+  std::vector<Delivery> results;
   std::size_t outstanding = 0;
-  // Reports of a batch that timed out can arrive during a later batch; the
-  // generation in each message's opaque keeps them from landing on the wrong event.
+  bool in_flight = false;
+  // Reports of a batch that timed out or was abandoned can arrive during a later
+  // batch; the generation in each message's opaque keeps them off the wrong event.
   std::uint32_t generation = 0;
 
   void dr_cb(RdKafka::Message& m) override {
@@ -74,8 +77,8 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
       return;  // a straggler from an earlier batch, already counted as not delivered
     }
     std::size_t index = opaque & 0xffffffffu;
-    if (results != nullptr && index < results->size()) {
-      Delivery& d = (*results)[index];
+    if (index < results.size()) {
+      Delivery& d = results[index];
       d.error_class = classify_error(m.err());
       d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : m.errstr();
       d.partition = m.partition();
@@ -137,12 +140,23 @@ BatchProducer::~BatchProducer() {
 }
 
 std::vector<Delivery> BatchProducer::publish(const std::vector<Message>& messages) {
-  // Until its report says otherwise, a message counts as not delivered.
-  std::vector<Delivery> results(messages.size(),
-                                Delivery{ErrorClass::kUnreachable, "no delivery report", -1, -1});
-  callbacks_->results = &results;
-  callbacks_->outstanding = 0;
-  const std::uintptr_t generation = ++callbacks_->generation;
+  send(messages);
+  return collect();
+}
+
+void BatchProducer::send(const std::vector<Message>& messages) {
+  Callbacks& cb = *callbacks_;
+  if (cb.in_flight) {
+    throw std::logic_error("BatchProducer::send while a batch is uncollected");
+  }
+  cb.results.assign(messages.size(),
+                    Delivery{ErrorClass::kUnreachable, "no delivery report", -1, -1});
+  cb.outstanding = 0;
+  cb.in_flight = true;
+  for (const Message& m : messages) {
+    learn_topic(m.topic);
+  }
+  const std::uintptr_t generation = ++cb.generation;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const Message& m = messages[i];
     RdKafka::Headers* headers = RdKafka::Headers::create();
@@ -161,25 +175,59 @@ std::vector<Delivery> BatchProducer::publish(const std::vector<Message>& message
       producer_->poll(10);  // local queue full: let deliveries drain, then retry
     }
     if (code == RdKafka::ERR_NO_ERROR) {
-      ++callbacks_->outstanding;  // headers now belong to librdkafka
+      ++cb.outstanding;  // headers now belong to librdkafka
     } else {
       delete headers;
-      results[i].error_class = classify_error(code);
-      results[i].error = RdKafka::err2str(code);
+      cb.results[i].error_class = classify_error(code);
+      cb.results[i].error = RdKafka::err2str(code);
     }
   }
+  // Serve reports that are already in (cheap), so collect() rarely waits long.
+  producer_->poll(0);
+}
+
+// librdkafka looks up a topic it has not seen on its next one-second topic scan
+// when a metadata request is already under way, so the first batch to a new topic
+// could wait a second. Asking for the topic's metadata once, up front, avoids it.
+void BatchProducer::learn_topic(const std::string& topic) {
+  if (!known_topics_.insert(topic).second) {
+    return;
+  }
+  std::string err;
+  std::unique_ptr<RdKafka::Topic> handle(
+      RdKafka::Topic::create(producer_.get(), topic, nullptr, err));
+  RdKafka::Metadata* raw = nullptr;
+  if (handle) {
+    producer_->metadata(false, handle.get(), &raw, 1000);  // best effort: failure is harmless
+  }
+  delete raw;
+}
+
+std::vector<Delivery> BatchProducer::collect() {
+  Callbacks& cb = *callbacks_;
+  if (!cb.in_flight) {
+    return {};
+  }
   auto deadline = std::chrono::steady_clock::now() + wait_limit_;
-  while (callbacks_->outstanding > 0 && std::chrono::steady_clock::now() < deadline) {
+  while (cb.outstanding > 0 && std::chrono::steady_clock::now() < deadline) {
     producer_->poll(50);
   }
-  if (callbacks_->outstanding > 0) {
-    // Reports that never came: purge so no late report writes into a dead vector,
-    // and count them as not delivered (they may have been; at-least-once allows it).
+  if (cb.outstanding > 0) {
+    // Reports that never came: purge, and count them as not delivered (they may
+    // have been; at-least-once allows it). The generation bump keeps their late
+    // reports off the next batch.
     producer_->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
+    ++cb.generation;
     producer_->poll(0);
   }
-  callbacks_->results = nullptr;
-  return results;
+  cb.in_flight = false;
+  return std::move(cb.results);
+}
+
+void BatchProducer::abandon() {
+  ++callbacks_->generation;
+  callbacks_->in_flight = false;
+  callbacks_->results.clear();
 }
 
 void BatchProducer::flush(std::chrono::milliseconds timeout) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct ProducerConfig {
 
 // An idempotent (acks=all) producer that publishes a batch and waits for every
 // delivery report, so the caller can mark exactly what the broker acknowledged.
+// One batch is in flight at a time: send() queues it and returns at once, so
+// the caller can do database work while the broker acknowledges; collect()
+// waits for its reports.
 class BatchProducer {
  public:
   // Throws std::invalid_argument naming a rejected property.
@@ -61,6 +65,15 @@ class BatchProducer {
   // one key go to one partition, where the idempotent producer keeps their order.
   std::vector<Delivery> publish(const std::vector<Message>& messages);
 
+  // Queues a batch without waiting (throws std::logic_error while an earlier
+  // batch is still uncollected).
+  void send(const std::vector<Message>& messages);
+  // Waits for every report of the batch sent last; one Delivery per message.
+  std::vector<Delivery> collect();
+  // Forgets the batch in flight (the relay lost its database session): its late
+  // reports are ignored, and the next send() starts afresh.
+  void abandon();
+
   // Waits for in-flight messages (graceful shutdown).
   void flush(std::chrono::milliseconds timeout);
 
@@ -69,8 +82,11 @@ class BatchProducer {
   bool probe(std::chrono::milliseconds timeout);
 
  private:
+  void learn_topic(const std::string& topic);
+
   struct Callbacks;
   std::unique_ptr<Callbacks> callbacks_;
+  std::set<std::string> known_topics_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::chrono::milliseconds wait_limit_;
 };

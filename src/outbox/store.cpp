@@ -16,7 +16,7 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
                "e.retry_count, e.shard FROM " +
                q +
                " e WHERE e.status = 0 AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
-               "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
+               "AND e.biz_id <> ALL($3::text[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
   mark_sql_ = "UPDATE " + q +
               " SET status = 1, sent_at = now(), updated_at = now(), last_error = NULL "
@@ -25,13 +25,13 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
 }
 
 std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,
-                                                  const std::vector<std::int64_t>& exclude) {
+                                                  const std::vector<std::string>& exclude_keys) {
   std::vector<OutboxEvent> events;
   if (shards.empty() || limit <= 0) {
     return events;
   }
   pqxx::nontransaction tx(conn_);
-  auto rows = tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_int_array(exclude));
+  auto rows = tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_text_array(exclude_keys));
   events.reserve(rows.size());
   for (const auto& r : rows) {
     OutboxEvent e;
@@ -64,22 +64,13 @@ void OutboxStore::record_failures(const std::vector<RetryDecision>& decisions) {
   std::vector<std::int64_t> ids;
   std::vector<std::int64_t> delays_ms;
   std::vector<int> failed;
-  std::string errors = "{";
-  for (std::size_t i = 0; i < decisions.size(); ++i) {
-    ids.push_back(decisions[i].id);
-    delays_ms.push_back(decisions[i].delay.count());
-    failed.push_back(decisions[i].failed ? 1 : 0);
-    // Array literal element: double-quoted, with \ and " escaped.
-    std::string err;
-    for (char c : decisions[i].error.substr(0, 2000)) {
-      if (c == '"' || c == '\\') {
-        err += '\\';
-      }
-      err += c;
-    }
-    errors += (i > 0 ? ",\"" : "\"") + err + "\"";
+  std::vector<std::string> errors;
+  for (const auto& d : decisions) {
+    ids.push_back(d.id);
+    delays_ms.push_back(d.delay.count());
+    failed.push_back(d.failed ? 1 : 0);
+    errors.push_back(d.error.substr(0, 2000));
   }
-  errors += "}";
   pqxx::nontransaction tx(conn_);
   tx.exec_params("UPDATE " + table_.quoted() +
                      " AS t SET retry_count = t.retry_count + 1, "
@@ -88,7 +79,8 @@ void OutboxStore::record_failures(const std::vector<RetryDecision>& decisions) {
                      "last_error = d.error, updated_at = now() "
                      "FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[]) "
                      "AS d(id, delay_ms, failed, error) WHERE t.id = d.id AND t.status = 0",
-                 pg_int_array(ids), pg_int_array(delays_ms), pg_int_array(failed), errors);
+                 pg_int_array(ids), pg_int_array(delays_ms), pg_int_array(failed),
+                 pg_text_array(errors));
 }
 
 Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
@@ -127,6 +119,22 @@ TableHealth OutboxStore::health() {
     h.oldest_transaction_seconds = r[0][3].as<double>();
   }
   return h;
+}
+
+std::string pg_text_array(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += i > 0 ? ",\"" : "\"";
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+      }
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
 }
 
 std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,

@@ -56,9 +56,10 @@ class OutboxStore {
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
   // event whose key has an earlier pending event still waiting for its retry
-  // (per-key order). `exclude` holds ids already in flight.
+  // (per-key order), and every event of `exclude_keys` (keys with a batch still
+  // in flight, whose outcome the next claim must not overtake).
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
-                                       const std::vector<std::int64_t>& exclude = {});
+                                       const std::vector<std::string>& exclude_keys = {});
 
   // Marks delivered events sent (or deletes them) in one statement. Returns rows changed.
   std::int64_t mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows);
@@ -87,6 +88,10 @@ class OutboxStore {
 // Returns the event_id. The caller commits: a rollback leaves no trace.
 std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,
                     const std::string& biz_id, const std::string& payload_json);
+
+// Renders a PostgreSQL array literal of strings ({"a","b\"c"}) for a ::text[]
+// parameter; every element is quoted and escaped, so any text is safe.
+std::string pg_text_array(const std::vector<std::string>& values);
 
 // Renders a PostgreSQL array literal of integers ({1,2,3}) for a ::bigint[] parameter.
 template <typename Int>

@@ -1,5 +1,6 @@
 #include "relay/batch_publisher.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -7,17 +8,24 @@
 namespace outbox::relay {
 
 BatchOutcome BatchPublisher::publish(OutboxStore& store, const std::vector<OutboxEvent>& batch) {
-  BatchOutcome out;
+  send(batch);
+  return write_back(store, settle());
+}
+
+void BatchPublisher::send(std::vector<OutboxEvent> batch) {
+  batch_ = std::move(batch);
+  produced_.clear();
+  unroutable_.clear();
+  keys_.clear();
   std::vector<kafka::Message> messages;
-  std::vector<std::size_t> produced;  // batch index of each message
-  std::vector<RetryDecision> decisions;
-  messages.reserve(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const OutboxEvent& e = batch[i];
+  messages.reserve(batch_.size());
+  for (std::size_t i = 0; i < batch_.size(); ++i) {
+    const OutboxEvent& e = batch_[i];
+    keys_.push_back(e.biz_id);
     std::string topic = policy_.router.topic_for(e.biz_type);
     if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
       // A route that can never work: poison, isolated rather than blocking its key.
-      decisions.push_back({e.id, true, {}, "routing: " + problem});
+      unroutable_.push_back({e.id, true, {}, "routing: " + problem});
       continue;
     }
     messages.push_back(
@@ -25,22 +33,36 @@ BatchOutcome BatchPublisher::publish(OutboxStore& store, const std::vector<Outbo
          e.biz_id,
          e.payload,
          {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
-    produced.push_back(i);
+    produced_.push_back(i);
   }
-  std::vector<kafka::Delivery> deliveries = producer_.publish(messages);
+  std::sort(keys_.begin(), keys_.end());
+  keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+  producer_.send(messages);
+  in_flight_ = true;
+}
 
-  std::vector<std::int64_t> delivered;
+Settlement BatchPublisher::settle() {
+  Settlement s;
+  if (!in_flight_) {
+    return s;
+  }
+  std::vector<kafka::Delivery> deliveries = producer_.collect();
+  in_flight_ = false;
+  keys_.clear();
+  s.decisions = std::move(unroutable_);
+  unroutable_.clear();
+  BatchOutcome& out = s.outcome;
   std::set<std::string> blocked_keys;  // keys with an earlier event not delivered in this batch
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (std::size_t m = 0; m < deliveries.size(); ++m) {
-    const OutboxEvent& e = batch[produced[m]];
+    const OutboxEvent& e = batch_[produced_[m]];
     const kafka::Delivery& d = deliveries[m];
     switch (d.error_class) {
       case kafka::ErrorClass::kNone:
         if (blocked_keys.count(e.biz_id) != 0) {
           ++out.order_anomalies;
         }
-        delivered.push_back(e.id);
+        s.delivered.push_back(e.id);
         break;
       case kafka::ErrorClass::kUnreachable:
         // Not the event's fault: leave it pending as it was, burn no attempt.
@@ -49,29 +71,46 @@ BatchOutcome BatchPublisher::publish(OutboxStore& store, const std::vector<Outbo
         ++out.deferred;
         break;
       case kafka::ErrorClass::kPermanent:
-        decisions.push_back({e.id, true, {}, d.error});
+        s.decisions.push_back({e.id, true, {}, d.error});
         break;
       case kafka::ErrorClass::kRetryable: {
         int attempts = e.retry_count + 1;
         bool give_up = attempts >= policy_.max_attempts;
-        decisions.push_back({e.id, give_up, policy_.backoff.delay(attempts, unit(rng_)), d.error});
+        s.decisions.push_back(
+            {e.id, give_up, policy_.backoff.delay(attempts, unit(rng_)), d.error});
         blocked_keys.insert(e.biz_id);
         break;
       }
     }
   }
-  store.mark_sent(delivered, policy_.delete_on_sent);
-  store.record_failures(decisions);
-  out.delivered = delivered.size();
-  for (const auto& d : decisions) {
+  batch_.clear();
+  out.delivered = s.delivered.size();
+  for (const auto& d : s.decisions) {
+    ++(d.failed ? out.failed : out.retried);
+  }
+  return s;
+}
+
+BatchOutcome BatchPublisher::write_back(OutboxStore& store, const Settlement& s) {
+  store.mark_sent(s.delivered, policy_.delete_on_sent);
+  store.record_failures(s.decisions);
+  for (const auto& d : s.decisions) {
     if (d.failed) {
-      ++out.failed;
       spdlog::warn("event id {} FAILED: {}", d.id, d.error);
-    } else {
-      ++out.retried;
     }
   }
-  return out;
+  return s.outcome;
+}
+
+void BatchPublisher::abandon() {
+  if (in_flight_) {
+    producer_.abandon();
+  }
+  in_flight_ = false;
+  batch_.clear();
+  produced_.clear();
+  unroutable_.clear();
+  keys_.clear();
 }
 
 }  // namespace outbox::relay

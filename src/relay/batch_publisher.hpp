@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kafka/producer.hpp"
@@ -29,20 +30,48 @@ struct BatchOutcome {
   bool kafka_unreachable = false;
 };
 
-// Publishes one claimed batch and writes the outcome back: delivered events are
-// marked in one statement, failures recorded in one more. Nothing else touches
-// the database, and no transaction spans the Kafka round trip.
+// The broker's verdict on a batch, before it is written back to the database.
+struct Settlement {
+  std::vector<std::int64_t> delivered;   // ids to mark sent
+  std::vector<RetryDecision> decisions;  // ids to reschedule or move to FAILED
+  BatchOutcome outcome;                  // counts; delivered/failed/retried filled in
+};
+
+// Publishes claimed batches and writes their outcome back: delivered events are
+// marked in one statement, failures recorded in one more. No transaction spans
+// the Kafka round trip.
+//
+// The steps are separate so the relay can overlap them: send() hands a batch to
+// the producer and returns; settle() waits for its delivery reports; write_back()
+// runs the two statements. One batch is in flight at a time.
 class BatchPublisher {
  public:
   BatchPublisher(kafka::BatchProducer& producer, PublishPolicy policy)
       : producer_(producer), policy_(std::move(policy)), rng_(std::random_device{}()) {}
 
+  // send + settle + write_back, for callers that need no overlap.
   BatchOutcome publish(OutboxStore& store, const std::vector<OutboxEvent>& batch);
+
+  void send(std::vector<OutboxEvent> batch);
+  bool in_flight() const { return in_flight_; }
+  // The distinct keys of the batch in flight: the next claim must leave them out,
+  // or a later event of a key could overtake one whose delivery then fails.
+  const std::vector<std::string>& keys_in_flight() const { return keys_; }
+  Settlement settle();
+  // Writes a settlement back; returns its outcome with the FAILED events logged.
+  BatchOutcome write_back(OutboxStore& store, const Settlement& s);
+  // Forgets the batch in flight (its events stay pending and will be claimed again).
+  void abandon();
 
  private:
   kafka::BatchProducer& producer_;
   PublishPolicy policy_;
   std::mt19937_64 rng_;
+  bool in_flight_ = false;
+  std::vector<OutboxEvent> batch_;
+  std::vector<std::size_t> produced_;      // batch index of each message sent
+  std::vector<RetryDecision> unroutable_;  // found before sending: poison at once
+  std::vector<std::string> keys_;
 };
 
 }  // namespace outbox::relay

@@ -144,6 +144,9 @@ void Relay::disconnect() {
   ready_ = false;
   metrics_.database_up.set(0);
   metrics_.shards_owned.set(0);
+  // A batch in flight can no longer be written back on this session; its events
+  // stay pending and are published again (at least once).
+  publisher_.abandon();
   store_.reset();
   shards_.reset();
   wake_.reset();
@@ -178,8 +181,15 @@ void Relay::run(const std::atomic<bool>& stop) {
     }
     last_beat_ms_ = now_ms();
   }
-  // Graceful shutdown: step() never leaves a batch half-done, so nothing is in
-  // flight; flush anyway, then hand the shards back at once.
+  // Graceful shutdown: write back the batch in flight (claiming nothing more),
+  // flush, then hand the shards back at once.
+  if (conn_ && publisher_.in_flight()) {
+    try {
+      advance_pipeline(stop);
+    } catch (const std::exception& e) {
+      spdlog::warn("writing back the last batch: {}", e.what());
+    }
+  }
   producer_.flush(std::chrono::seconds(10));
   if (shards_) {
     try {
@@ -192,8 +202,13 @@ void Relay::run(const std::atomic<bool>& stop) {
   spdlog::info("relay {} stopped", config_.identity);
 }
 
-// One turn of the loop: keep the shard share fresh, then claim, publish, mark.
+// One turn of the loop. With a batch in flight, advance the pipeline; otherwise
+// keep the shard share fresh, then claim and send.
 void Relay::step(const std::atomic<bool>& stop) {
+  if (publisher_.in_flight()) {
+    advance_pipeline(stop);
+    return;
+  }
   const auto now = Clock::now();
   if (now >= next_rebalance_) {
     if (shards_->rebalance()) {
@@ -228,33 +243,59 @@ void Relay::step(const std::atomic<bool>& stop) {
     wait_for_work(stop, config_.poll_interval);
     return;
   }
-  if (!publish_batch(batch)) {
+  send_batch(std::move(batch), now);
+}
+
+void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
+  metrics_.batch_size.observe(static_cast<double>(batch.size()));
+  in_flight_since_ = claimed_at;
+  publisher_.send(std::move(batch));
+}
+
+// With batch k in flight: claims batch k+1 (leaving out k's keys) while the broker
+// acknowledges k, sends k+1, and only then writes k back, so the database work
+// of one batch overlaps the Kafka round trip of the next. Per-key order holds
+// because no key is ever in two batches at once, and k+2 is claimed only after
+// k's failures are recorded (which holds back their keys).
+void Relay::advance_pipeline(const std::atomic<bool>& stop) {
+  std::vector<OutboxEvent> next;
+  const auto claimed_at = Clock::now();
+  // Rebalancing may release shards, so it waits until nothing is in flight: a
+  // shard is never handed over with its events still on the way.
+  if (!stop && claimed_at < next_rebalance_) {
+    wake_->woken = false;
+    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_.keys_in_flight());
+  }
+  const auto sent_at = in_flight_since_;
+  Settlement settled = publisher_.settle();
+  const bool reachable = !settled.outcome.kafka_unreachable;
+  if (reachable && !next.empty()) {
+    send_batch(std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
+  }
+  record(publisher_.write_back(*store_, settled), sent_at);
+  if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
     kafka_pause_ = std::chrono::milliseconds{1000};
     kafka_paused_until_ = Clock::now() + kafka_pause_;
     metrics_.kafka_up.set(0);
     spdlog::warn(
         "kafka unreachable: {} events deferred without counting an attempt; pausing claims",
-        batch.size());
+        settled.outcome.deferred);
   }
 }
 
-// Publishes one claimed batch through the shared publisher and records the
-// outcome in the metrics. Returns false when Kafka was unreachable.
-bool Relay::publish_batch(const std::vector<OutboxEvent>& batch) {
-  const auto started = Clock::now();
-  BatchOutcome o = publisher_.publish(*store_, batch);
+// Records a written-back batch's outcome in the metrics.
+void Relay::record(const BatchOutcome& o, Clock::time_point claimed_at) {
   metrics_.published.inc(static_cast<double>(o.delivered));
   metrics_.failed.inc(static_cast<double>(o.failed));
   metrics_.retried.inc(static_cast<double>(o.retried));
   metrics_.deferred.inc(static_cast<double>(o.deferred));
   metrics_.order_anomalies.inc(static_cast<double>(o.order_anomalies));
-  metrics_.batch_size.observe(static_cast<double>(batch.size()));
-  metrics_.publish_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
+  metrics_.publish_latency.observe(
+      std::chrono::duration<double>(Clock::now() - claimed_at).count());
   if (!o.kafka_unreachable) {
     metrics_.kafka_up.set(1);
   }
-  return !o.kafka_unreachable;
 }
 
 // Sleeps until a NOTIFY arrives, `limit` passes, or `stop` is set.

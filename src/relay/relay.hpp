@@ -83,7 +83,9 @@ class Relay {
   void disconnect();
   void set_problem(const std::string& problem);
   void step(const std::atomic<bool>& stop);
-  bool publish_batch(const std::vector<OutboxEvent>& batch);
+  void send_batch(std::vector<OutboxEvent> batch, std::chrono::steady_clock::time_point claimed_at);
+  void advance_pipeline(const std::atomic<bool>& stop);
+  void record(const BatchOutcome& outcome, std::chrono::steady_clock::time_point claimed_at);
   void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
   void maybe_measure_backlog();
 
@@ -105,6 +107,7 @@ class Relay {
   std::chrono::steady_clock::time_point next_backlog_{};
   std::chrono::steady_clock::time_point kafka_paused_until_{};
   std::chrono::milliseconds kafka_pause_{0};
+  std::chrono::steady_clock::time_point in_flight_since_{};  // claim time of the batch in flight
 };
 
 }  // namespace outbox::relay
