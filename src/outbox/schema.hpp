@@ -41,6 +41,6 @@ class SchemaError : public std::runtime_error {
 };
 
 // The schema version this binary writes and expects.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 }  // namespace outbox

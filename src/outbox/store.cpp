@@ -22,6 +22,16 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
               " SET status = 1, sent_at = now(), updated_at = now(), last_error = NULL "
               "WHERE id = ANY($1::bigint[]) AND status = 0";
   delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = 0";
+  const std::string waiting = table_.quoted_with_suffix("_waiting");
+  wait_sql_ = "INSERT INTO " + waiting +
+              " (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO UPDATE SET since = now()";
+  unwait_sql_ = "DELETE FROM " + waiting +
+                " WHERE pid = pg_backend_pid() OR pid NOT IN (SELECT pid FROM pg_stat_activity)";
+}
+
+void OutboxStore::set_waiting(bool waiting) {
+  pqxx::nontransaction tx(conn_);
+  tx.exec(waiting ? wait_sql_ : unwait_sql_);
 }
 
 std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,

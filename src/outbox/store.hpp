@@ -67,6 +67,11 @@ class OutboxStore {
   // Records failed deliveries: retry_count + 1 with a backoff, or FAILED.
   void record_failures(const std::vector<RetryDecision>& decisions);
 
+  // Tells the insert trigger whether this session waits for a NOTIFY (schema v2:
+  // the trigger notifies only while someone waits). Clearing also drops the
+  // entries of sessions that no longer exist (a killed relay's).
+  void set_waiting(bool waiting);
+
   // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
   Backlog backlog(std::chrono::seconds stuck_after);
 
@@ -82,6 +87,8 @@ class OutboxStore {
   std::string claim_sql_;
   std::string mark_sql_;
   std::string delete_sql_;
+  std::string wait_sql_;
+  std::string unwait_sql_;
 };
 
 // Writes one event inside the caller's transaction (the C++ enqueue helper).

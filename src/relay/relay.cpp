@@ -240,10 +240,31 @@ void Relay::step(const std::atomic<bool>& stop) {
   wake_->woken = false;  // a NOTIFY from now on means rows this claim may not see
   std::vector<OutboxEvent> batch = store_->claim_batch(shards_->owned(), config_.batch_size);
   if (batch.empty()) {
-    wait_for_work(stop, config_.poll_interval);
+    idle(stop);
     return;
   }
   send_batch(std::move(batch), now);
+}
+
+// Nothing to claim: sleep until a NOTIFY, the poll interval, or `stop`. The insert
+// trigger notifies only while some relay waits, so the relay first says it waits.
+// A writer whose trigger ran just before that was visible sent no NOTIFY, but its
+// commit follows within moments: so look once more after a short wait, then sleep.
+void Relay::idle(const std::atomic<bool>& stop) {
+  constexpr std::chrono::milliseconds kCommitRace{50};
+  store_->set_waiting(true);
+  wait_for_work(stop, std::min(config_.poll_interval, kCommitRace));
+  if (!stop && !wake_->woken) {
+    const auto now = Clock::now();
+    std::vector<OutboxEvent> batch = store_->claim_batch(shards_->owned(), config_.batch_size);
+    if (!batch.empty()) {
+      store_->set_waiting(false);
+      send_batch(std::move(batch), now);
+      return;
+    }
+    wait_for_work(stop, config_.poll_interval);
+  }
+  store_->set_waiting(false);
 }
 
 void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {

@@ -86,6 +86,7 @@ class Relay {
   void send_batch(std::vector<OutboxEvent> batch, std::chrono::steady_clock::time_point claimed_at);
   void advance_pipeline(const std::atomic<bool>& stop);
   void record(const BatchOutcome& outcome, std::chrono::steady_clock::time_point claimed_at);
+  void idle(const std::atomic<bool>& stop);
   void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
   void maybe_measure_backlog();
 

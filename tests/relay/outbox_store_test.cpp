@@ -36,6 +36,85 @@ TEST(Schema, MigrateIsIdempotentAndVersioned) {
   EXPECT_EQ(info.version, kSchemaVersion);
 }
 
+// Counts NOTIFYs on a table's channel.
+class NotifyCounter : public pqxx::notification_receiver {
+ public:
+  NotifyCounter(pqxx::connection& c, const TableName& t)
+      : pqxx::notification_receiver(c, t.notify_channel()) {}
+  void operator()(const std::string&, int) override { ++count; }
+  int count = 0;
+};
+
+// Waits up to `limit` for notifications; returns how many arrived.
+int notifications_within(pqxx::connection& listener, NotifyCounter& counter,
+                         std::chrono::milliseconds limit) {
+  counter.count = 0;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    listener.await_notification(0, 50'000);
+  }
+  return counter.count;
+}
+
+TEST(Schema, TheTriggerNotifiesOnlyWhileARelayWaits) {
+  OutboxTestTable t;
+  pqxx::connection listener(t.dsn);
+  NotifyCounter counter(listener, t.table);
+  pqxx::connection relay_session(t.dsn);
+  OutboxStore store(relay_session, t.table);
+
+  t.insert(1, 1);
+  EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(300)), 0)
+      << "nobody waits, so an insert must not notify (it would serialise commits)";
+  store.set_waiting(true);
+  t.insert(1, 1);
+  EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(2000)), 1);
+  store.set_waiting(false);
+  t.insert(1, 1);
+  EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(300)), 0);
+
+  // A waiter that died (a killed relay) no longer counts once anyone clears.
+  {
+    pqxx::connection doomed(t.dsn);
+    OutboxStore(doomed, t.table).set_waiting(true);
+  }
+  auto waiters = [&] {
+    return pqxx::nontransaction(relay_session)
+        .exec("SELECT count(*) FROM " + t.table.quoted_with_suffix("_waiting"))[0][0]
+        .as<long long>();
+  };
+  EXPECT_EQ(waiters(), 1);
+  // The closed session's backend exits a moment later; then clearing drops it.
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        store.set_waiting(false);
+        return waiters() == 0;
+      },
+      std::chrono::seconds(5)));
+}
+
+TEST(Schema, MigrateUpgradesAVersion1Table) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  {
+    // Put the table back to what version 1 left: no waiting table, version 1.
+    pqxx::work tx(conn);
+    tx.exec("DROP TABLE " + t.table.quoted_with_suffix("_waiting"));
+    tx.exec_params(
+        "UPDATE \"" + t.table.schema() + "\".outbox_meta SET version = 1 WHERE table_name = $1",
+        t.table.table());
+    tx.commit();
+  }
+  EXPECT_THROW(inspect_table(conn, t.table), SchemaError);
+  MigrationResult r = migrate(conn, t.table, 16);
+  EXPECT_EQ(r.from_version, 1);
+  EXPECT_EQ(r.to_version, 2);
+  ASSERT_EQ(r.applied.size(), 1u);
+  EXPECT_NE(r.applied[0].find("v2"), std::string::npos);
+  EXPECT_EQ(inspect_table(conn, t.table).version, 2);
+  OutboxStore(conn, t.table).set_waiting(true);  // the waiting table is back
+}
+
 TEST(Schema, ATableWithoutTheExpectedColumnsIsNamedInOneError) {
   pqxx::connection conn(testbed::postgres_dsn());
   auto name = TableName::parse(testbed::unique_name("legacy"));
