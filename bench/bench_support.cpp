@@ -83,6 +83,7 @@ void maybe_add_pending_id_index(pqxx::connection& conn, const TableName& table) 
 void drop_outbox_table(pqxx::connection& conn, const TableName& table) {
   pqxx::nontransaction tx(conn);
   tx.exec("DROP TABLE IF EXISTS " + table.quoted() + " CASCADE");
+  tx.exec("DROP TABLE IF EXISTS " + table.quoted_with_suffix("_waiting"));
   tx.exec("DROP FUNCTION IF EXISTS " + table.quoted_with_suffix("_notify") + "() CASCADE");
   tx.exec("DROP FUNCTION IF EXISTS " + table.quoted_with_suffix("_enqueue") +
           "(text, text, jsonb) CASCADE");

@@ -16,7 +16,7 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
                "e.retry_count, e.shard FROM " +
                q +
                " e WHERE e.status = 0 AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
-               "AND e.biz_id <> ALL($3::text[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
+               "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
   mark_sql_ = "UPDATE " + q +
               " SET status = 1, sent_at = now(), updated_at = now(), last_error = NULL "
@@ -35,13 +35,13 @@ void OutboxStore::set_waiting(bool waiting) {
 }
 
 std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,
-                                                  const std::vector<std::string>& exclude_keys) {
+                                                  const std::vector<std::int64_t>& exclude_ids) {
   std::vector<OutboxEvent> events;
   if (shards.empty() || limit <= 0) {
     return events;
   }
   pqxx::nontransaction tx(conn_);
-  auto rows = tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_text_array(exclude_keys));
+  auto rows = tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_int_array(exclude_ids));
   events.reserve(rows.size());
   for (const auto& r : rows) {
     OutboxEvent e;

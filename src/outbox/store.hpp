@@ -56,10 +56,9 @@ class OutboxStore {
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
   // event whose key has an earlier pending event still waiting for its retry
-  // (per-key order), and every event of `exclude_keys` (keys with a batch still
-  // in flight, whose outcome the next claim must not overtake).
+  // (per-key order). `exclude_ids` holds the events of a batch still in flight.
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
-                                       const std::vector<std::string>& exclude_keys = {});
+                                       const std::vector<std::int64_t>& exclude_ids = {});
 
   // Marks delivered events sent (or deletes them) in one statement. Returns rows changed.
   std::int64_t mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows);

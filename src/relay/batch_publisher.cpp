@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -16,12 +17,10 @@ void BatchPublisher::send(std::vector<OutboxEvent> batch) {
   batch_ = std::move(batch);
   produced_.clear();
   unroutable_.clear();
-  keys_.clear();
   std::vector<kafka::Message> messages;
   messages.reserve(batch_.size());
   for (std::size_t i = 0; i < batch_.size(); ++i) {
     const OutboxEvent& e = batch_[i];
-    keys_.push_back(e.biz_id);
     std::string topic = policy_.router.topic_for(e.biz_type);
     if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
       // A route that can never work: poison, isolated rather than blocking its key.
@@ -35,10 +34,19 @@ void BatchPublisher::send(std::vector<OutboxEvent> batch) {
          {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
     produced_.push_back(i);
   }
-  std::sort(keys_.begin(), keys_.end());
-  keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
   producer_.send(messages);
   in_flight_ = true;
+}
+
+std::vector<std::int64_t> BatchPublisher::ids_in_flight() const {
+  std::vector<std::int64_t> ids;
+  if (in_flight_) {
+    ids.reserve(batch_.size());
+    for (const auto& e : batch_) {
+      ids.push_back(e.id);
+    }
+  }
+  return ids;
 }
 
 Settlement BatchPublisher::settle() {
@@ -48,7 +56,6 @@ Settlement BatchPublisher::settle() {
   }
   std::vector<kafka::Delivery> deliveries = producer_.collect();
   in_flight_ = false;
-  keys_.clear();
   s.decisions = std::move(unroutable_);
   unroutable_.clear();
   BatchOutcome& out = s.outcome;
@@ -83,6 +90,13 @@ Settlement BatchPublisher::settle() {
       }
     }
   }
+  // Every event not delivered holds its key back.
+  const std::unordered_set<std::int64_t> delivered(s.delivered.begin(), s.delivered.end());
+  for (const OutboxEvent& e : batch_) {
+    if (delivered.count(e.id) == 0) {
+      s.held_keys.insert(e.biz_id);
+    }
+  }
   batch_.clear();
   out.delivered = s.delivered.size();
   for (const auto& d : s.decisions) {
@@ -110,7 +124,6 @@ void BatchPublisher::abandon() {
   batch_.clear();
   produced_.clear();
   unroutable_.clear();
-  keys_.clear();
 }
 
 }  // namespace outbox::relay

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct Settlement {
   std::vector<std::int64_t> delivered;   // ids to mark sent
   std::vector<RetryDecision> decisions;  // ids to reschedule or move to FAILED
   BatchOutcome outcome;                  // counts; delivered/failed/retried filled in
+  // Keys with an event of the batch that was not delivered: a batch claimed
+  // meanwhile must not send later events of these keys.
+  std::set<std::string> held_keys;
 };
 
 // Publishes claimed batches and writes their outcome back: delivered events are
@@ -54,9 +58,8 @@ class BatchPublisher {
 
   void send(std::vector<OutboxEvent> batch);
   bool in_flight() const { return in_flight_; }
-  // The distinct keys of the batch in flight: the next claim must leave them out,
-  // or a later event of a key could overtake one whose delivery then fails.
-  const std::vector<std::string>& keys_in_flight() const { return keys_; }
+  // The ids of the batch in flight, for the next claim to leave out.
+  std::vector<std::int64_t> ids_in_flight() const;
   Settlement settle();
   // Writes a settlement back; returns its outcome with the FAILED events logged.
   BatchOutcome write_back(OutboxStore& store, const Settlement& s);
@@ -71,7 +74,6 @@ class BatchPublisher {
   std::vector<OutboxEvent> batch_;
   std::vector<std::size_t> produced_;      // batch index of each message sent
   std::vector<RetryDecision> unroutable_;  // found before sending: poison at once
-  std::vector<std::string> keys_;
 };
 
 }  // namespace outbox::relay

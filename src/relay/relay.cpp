@@ -131,6 +131,9 @@ void Relay::connect() {
   shards_ = std::make_unique<ShardOwnership>(*conn_, table_, info.shard_count);
   store_ = std::make_unique<OutboxStore>(*conn_, table_);
   wake_ = std::make_unique<WakeUp>(*conn_, table_.notify_channel());
+  // A killed relay leaves its entry in <table>_waiting, and every insert would
+  // notify until someone clears it: clear such entries now, not at the first idle.
+  store_->set_waiting(false);
   shards_->join();
   next_rebalance_ = Clock::now();
   next_backlog_ = Clock::now();
@@ -273,11 +276,12 @@ void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed
   publisher_.send(std::move(batch));
 }
 
-// With batch k in flight: claims batch k+1 (leaving out k's keys) while the broker
-// acknowledges k, sends k+1, and only then writes k back, so the database work
-// of one batch overlaps the Kafka round trip of the next. Per-key order holds
-// because no key is ever in two batches at once, and k+2 is claimed only after
-// k's failures are recorded (which holds back their keys).
+// With batch k in flight: claims batch k+1 while the broker acknowledges k,
+// sends k+1 once k has settled, and only then writes k back, so the database
+// work of one batch overlaps the Kafka round trip of the next. Per-key order:
+// k+1 is produced only after k's reports are in, and without the events of any
+// key that k did not fully deliver (they stay pending; the claim after k's
+// write-back sees the failure and holds the key back).
 void Relay::advance_pipeline(const std::atomic<bool>& stop) {
   std::vector<OutboxEvent> next;
   const auto claimed_at = Clock::now();
@@ -285,11 +289,15 @@ void Relay::advance_pipeline(const std::atomic<bool>& stop) {
   // shard is never handed over with its events still on the way.
   if (!stop && claimed_at < next_rebalance_) {
     wake_->woken = false;
-    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_.keys_in_flight());
+    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_.ids_in_flight());
   }
   const auto sent_at = in_flight_since_;
   Settlement settled = publisher_.settle();
   const bool reachable = !settled.outcome.kafka_unreachable;
+  if (!settled.held_keys.empty()) {
+    std::erase_if(next,
+                  [&](const OutboxEvent& e) { return settled.held_keys.count(e.biz_id) > 0; });
+  }
   if (reachable && !next.empty()) {
     send_batch(std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
   }

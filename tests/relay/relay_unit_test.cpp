@@ -117,6 +117,11 @@ TEST(MetricsRegistry, RendersPrometheusText) {
   EXPECT_THROW(r.gauge("outbox_events_published_total", "x"), std::logic_error);
 }
 
+TEST(PgArray, TextLiteralsQuoteEveryElement) {
+  EXPECT_EQ(pg_text_array({}), "{}");
+  EXPECT_EQ(pg_text_array({"a", "b\"c", "d\\e", "{,}"}), R"({"a","b\"c","d\\e","{,}"})");
+}
+
 TEST(PgArray, RendersIntegerArrayLiterals) {
   EXPECT_EQ(pg_int_array(std::vector<int>{}), "{}");
   EXPECT_EQ(pg_int_array(std::vector<long>{1, -2, 3}), "{1,-2,3}");
