@@ -7,6 +7,9 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <optional>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -22,10 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 std::vector<Consumed> consume_all(const std::vector<std::string>& topics, std::size_t expected,
                                   std::chrono::milliseconds timeout,
-                                  std::chrono::milliseconds settle) {
+                                  std::chrono::milliseconds settle, const std::string& bootstrap) {
   std::string err;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", testbed::kafka_bootstrap(), err);
+  conf->set("bootstrap.servers", bootstrap.empty() ? testbed::kafka_bootstrap() : bootstrap, err);
   conf->set("group.id", testbed::unique_name("test-consumer"), err);
   conf->set("auto.offset.reset", "earliest", err);
   conf->set("enable.auto.commit", "false", err);
@@ -147,6 +150,14 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return condition();
+}
+
+std::size_t distinct_seqs(const std::vector<Consumed>& messages) {
+  std::set<int> seqs;
+  for (const auto& m : messages) {
+    seqs.insert(nlohmann::json::parse(m.payload).at("seq").get<int>());
+  }
+  return seqs.size();
 }
 
 std::string per_key_order_problem(const std::vector<Consumed>& messages) {

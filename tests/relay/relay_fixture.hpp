@@ -29,10 +29,12 @@ struct Consumed {
 };
 
 // Reads every message of `topics` from the beginning until `expected` arrived
-// or `timeout` passed, then keeps reading for `settle` to catch extras.
+// or `timeout` passed, then keeps reading for `settle` to catch extras. An empty
+// `bootstrap` means the test bed's broker.
 std::vector<Consumed> consume_all(
     const std::vector<std::string>& topics, std::size_t expected, std::chrono::milliseconds timeout,
-    std::chrono::milliseconds settle = std::chrono::milliseconds(1500));
+    std::chrono::milliseconds settle = std::chrono::milliseconds(1500),
+    const std::string& bootstrap = "");
 
 // A fresh outbox table (migrated) and a topic prefix, unique to one test.
 struct OutboxTestTable {
@@ -81,6 +83,9 @@ class ProcessRelay {
 
 // Polls `condition` every 50 ms until true or `timeout`; returns the final value.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// How many different events (payload "seq") arrived, duplicates counted once.
+std::size_t distinct_seqs(const std::vector<Consumed>& messages);
 
 // Checks that, per key, the payload "seq" values of the first delivery of each
 // event appear in ascending order. Returns "" or a description of the violation.

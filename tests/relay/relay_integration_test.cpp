@@ -18,19 +18,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::consume_all;
+using testing::distinct_seqs;
 using testing::eventually;
 using testing::OutboxTestTable;
 using testing::per_key_order_problem;
 using testing::ProcessRelay;
 using testing::ThreadRelay;
-
-std::size_t distinct_seqs(const std::vector<testing::Consumed>& messages) {
-  std::set<int> seqs;
-  for (const auto& m : messages) {
-    seqs.insert(nlohmann::json::parse(m.payload).at("seq").get<int>());
-  }
-  return seqs.size();
-}
 
 std::string log_path(const std::string& name) {
   return "/tmp/" + testbed::unique_name(name) + ".log";
