@@ -24,6 +24,14 @@ int run(int argc, char** argv) {
   app.add_option("--log-format", log_format, "text or json")
       ->envname("OUTBOX_LOG_FORMAT")
       ->capture_default_str();
+  // Settings from a file: one TOML section per command, flags by their long
+  // names ([relay] batch-size = 1000). Flags on the command line win over the
+  // file, and the file over the environment. A key no command knows is an
+  // error, not silently ignored.
+  app.set_config("--config", "",
+                 "settings file (TOML; a [relay] section holds relay flags, e.g. "
+                 "batch-size = 1000); give it before the command");
+  app.allow_config_extras(CLI::config_extras_mode::error);
 
   std::map<CLI::App*, Action> actions;
   auto add = [&](Action (*adder)(CLI::App&)) {
@@ -47,7 +55,7 @@ int run(int argc, char** argv) {
   // CLI11 reports a mistyped command as "A subcommand is required"; name it instead.
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--log-level" || arg == "--log-format") {
+    if (arg == "--log-level" || arg == "--log-format" || arg == "--config") {
       ++i;
     } else if (!arg.empty() && arg[0] != '-') {
       auto subs = app.get_subcommands({});

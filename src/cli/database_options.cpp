@@ -11,7 +11,8 @@ namespace outbox::cli {
 void DatabaseOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--dsn", dsn,
                  "libpq connection string (prefer --dsn-file or OUTBOX_DSN from a Secret)")
-      ->envname("OUTBOX_DSN");
+      ->envname("OUTBOX_DSN")
+      ->configurable(false);  // a credential: never from the settings file
   cmd.add_option("--dsn-file", dsn_file, "file holding the connection string (a mounted Secret)")
       ->envname("OUTBOX_DSN_FILE");
   cmd.add_option("--table", table, "outbox table, [schema.]name")

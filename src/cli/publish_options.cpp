@@ -47,7 +47,8 @@ void PublishOptions::add_to(CLI::App& cmd) {
       ->envname("OUTBOX_KAFKA_BOOTSTRAP")
       ->required();
   cmd.add_option("--kafka-property", kafka_properties,
-                 "librdkafka property key=value (repeatable)");
+                 "librdkafka property key=value (repeatable)")
+      ->configurable(false);  // may carry a password: use --kafka-properties-file
   cmd.add_option("--kafka-properties-file", kafka_properties_file,
                  "librdkafka properties file (SASL, TLS), e.g. a mounted Secret")
       ->envname("OUTBOX_KAFKA_PROPERTIES_FILE");

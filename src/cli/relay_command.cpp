@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -74,7 +75,18 @@ Action add_relay_command(CLI::App& app) {
     if (address.size() > 2 && address.front() == '[') {
       address = address.substr(1, address.size() - 2);
     }
-    auto port = static_cast<unsigned short>(std::stoi(o->listen.substr(colon + 1)));
+    const std::string port_text = o->listen.substr(colon + 1);
+    int port_number = -1;
+    if (!port_text.empty() && port_text.size() <= 5 &&
+        std::all_of(port_text.begin(), port_text.end(),
+                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      port_number = std::stoi(port_text);
+    }
+    if (port_number < 0 || port_number > 65535) {
+      throw std::invalid_argument("--listen port \"" + port_text +
+                                  "\" is not a number from 0 to 65535");
+    }
+    const auto port = static_cast<unsigned short>(port_number);
 
     const auto& stop = install_stop_signals();
     metrics::Registry registry;

@@ -2,6 +2,8 @@
 // handling of malformed input.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
@@ -174,6 +176,8 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
       {"relay --brokers 127.0.0.1:1 --max-backoff 1s --initial-backoff 1m" + table,
        "--max-backoff"},
       {"relay --brokers 127.0.0.1:1 --kafka-property novalue" + table, "key=value"},
+      {"relay --brokers 127.0.0.1:1 --listen 127.0.0.1:80x" + table, "--listen port \"80x\""},
+      {"--config /nonexistent/outbox.toml inspect" + table, "not readable"},
       {"inspect --table " + t.table.table() + "_missing", "does not exist"},
       {"no-such-command", "unknown command \"no-such-command\""},
   };
@@ -186,6 +190,44 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
   EXPECT_EQ(t.count("status = 1"), 40);
   EXPECT_EQ(t.count("status = 2"), 5);
   EXPECT_EQ(t.count("status = 0"), 5);
+}
+
+std::string write_file(const std::string& text) {
+  const std::string path = "/tmp/" + testbed::unique_name("config") + ".toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, AConfigFileSuppliesFlagsAndTheCommandLineWins) {
+  OutboxTestTable t;
+  const std::string bin = std::string(OUTBOX_BINARY) + " --config ";
+  const std::string missing = t.table.plain() + "_missing";
+  const std::string file = write_file("[inspect]\ntable = \"" + missing + "\"\n");
+  auto r = run_cli(t.dsn, bin + file + " inspect");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(missing + "\" does not exist"), std::string::npos)
+      << "the table came from the file: " << r.output;
+  r = run_cli(t.dsn, bin + file + " inspect --table " + t.table.plain());
+  EXPECT_EQ(r.exit_code, 0) << "the command line wins: " << r.output;
+
+  // Relay settings live in a [relay] section and are checked like flags.
+  const std::string relay_file = write_file("[relay]\nbrokers = \"127.0.0.1:1\"\nbatch-size = 0\n");
+  r = run_cli(t.dsn, bin + relay_file + " relay --table " + t.table.plain());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--batch-size: Value 0 not in range"), std::string::npos) << r.output;
+
+  // Credentials never come from the settings file.
+  const std::string with_dsn = write_file("[inspect]\ndsn = \"postgresql://u:pw@h/db\"\n");
+  r = run_cli(t.dsn, bin + with_dsn + " inspect --table " + t.table.plain());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dsn"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("pw@"), std::string::npos) << "no secret echoed: " << r.output;
+
+  // A key that no command knows is an error, not silently ignored.
+  const std::string typo = write_file("[relay]\nbatch-sise = 100\n");
+  r = run_cli(t.dsn, bin + typo + " relay --table " + t.table.plain());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("batch-sise"), std::string::npos) << r.output;
 }
 
 }  // namespace
