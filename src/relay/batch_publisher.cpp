@@ -93,6 +93,7 @@ Settlement BatchPublisher::settle() {
   // Every event not delivered holds its key back.
   const std::unordered_set<std::int64_t> delivered(s.delivered.begin(), s.delivered.end());
   for (const OutboxEvent& e : batch_) {
+    s.ids.push_back(e.id);
     if (delivered.count(e.id) == 0) {
       s.held_keys.insert(e.biz_id);
     }

@@ -37,8 +37,9 @@ struct Settlement {
   std::vector<RetryDecision> decisions;  // ids to reschedule or move to FAILED
   BatchOutcome outcome;                  // counts; delivered/failed/retried filled in
   // Keys with an event of the batch that was not delivered: a batch claimed
-  // meanwhile must not send later events of these keys.
+  // before this settlement is written back must not send later events of them.
   std::set<std::string> held_keys;
+  std::vector<std::int64_t> ids;  // every event of the batch
 };
 
 // Publishes claimed batches and writes their outcome back: delivered events are

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <future>
 #include <pqxx/pqxx>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -130,6 +132,8 @@ void Relay::connect() {
   TableInfo info = inspect_table(*conn_, table_);
   shards_ = std::make_unique<ShardOwnership>(*conn_, table_, info.shard_count);
   store_ = std::make_unique<OutboxStore>(*conn_, table_);
+  claim_conn_ = std::make_unique<pqxx::connection>(config_.dsn);
+  claim_store_ = std::make_unique<OutboxStore>(*claim_conn_, table_);
   wake_ = std::make_unique<WakeUp>(*conn_, table_.notify_channel());
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it: clear such entries now, not at the first idle.
@@ -150,6 +154,9 @@ void Relay::disconnect() {
   // A batch in flight can no longer be written back on this session; its events
   // stay pending and are published again (at least once).
   publisher_.abandon();
+  settled_.reset();
+  claim_store_.reset();
+  claim_conn_.reset();
   store_.reset();
   shards_.reset();
   wake_.reset();
@@ -186,12 +193,12 @@ void Relay::run(const std::atomic<bool>& stop) {
   }
   // Graceful shutdown: write back the batch in flight (claiming nothing more),
   // flush, then hand the shards back at once.
-  if (conn_ && publisher_.in_flight()) {
-    try {
+  try {
+    while (conn_ && (publisher_.in_flight() || settled_)) {
       advance_pipeline(stop);
-    } catch (const std::exception& e) {
-      spdlog::warn("writing back the last batch: {}", e.what());
     }
+  } catch (const std::exception& e) {
+    spdlog::warn("writing back the last batches: {}", e.what());
   }
   producer_.flush(std::chrono::seconds(10));
   if (shards_) {
@@ -208,7 +215,7 @@ void Relay::run(const std::atomic<bool>& stop) {
 // One turn of the loop. With a batch in flight, advance the pipeline; otherwise
 // keep the shard share fresh, then claim and send.
 void Relay::step(const std::atomic<bool>& stop) {
-  if (publisher_.in_flight()) {
+  if (publisher_.in_flight() || settled_) {
     advance_pipeline(stop);
     return;
   }
@@ -276,52 +283,80 @@ void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed
   publisher_.send(std::move(batch));
 }
 
-// With batch k in flight: claims batch k+1 while the broker acknowledges k,
-// sends k+1 once k has settled, and only then writes k back, so the database
-// work of one batch overlaps the Kafka round trip of the next. Per-key order:
-// k+1 is produced only after k's reports are in, and without the events of any
-// key that k did not fully deliver (they stay pending; the claim after k's
-// write-back sees the failure and holds the key back).
+// With batch k in flight and batch k-1 settled: writes k-1 back on the lock
+// session while claiming k+1 on the claim session, then waits for k's reports,
+// sends k+1 and keeps k's settlement for the next turn. So the claim overlaps
+// the write-back, and both overlap the Kafka round trip.
+//
+// Per-key order: k+1 is produced only after k's reports are in, and without the
+// events of any key that k or k-1 did not fully deliver: the claim of k+1 may
+// not see their failures yet (they stay pending; a claim after the write-back
+// holds the key back behind its retry).
 void Relay::advance_pipeline(const std::atomic<bool>& stop) {
-  std::vector<OutboxEvent> next;
-  const auto claimed_at = Clock::now();
   // Rebalancing may release shards, so it waits until nothing is in flight: a
   // shard is never handed over with its events still on the way.
-  if (!stop && claimed_at < next_rebalance_) {
+  const bool claim_more = !stop && publisher_.in_flight() && Clock::now() < next_rebalance_;
+  const auto claimed_at = Clock::now();
+  std::vector<OutboxEvent> next;
+  std::set<std::string> held;
+  if (settled_) {
+    std::future<std::vector<OutboxEvent>> claim;
+    if (claim_more) {
+      std::vector<std::int64_t> exclude = publisher_.ids_in_flight();
+      exclude.insert(exclude.end(), settled_->ids.begin(), settled_->ids.end());
+      wake_->woken = false;
+      claim = std::async(std::launch::async, [this, exclude = std::move(exclude)] {
+        return claim_store_->claim_batch(shards_->owned(), config_.batch_size, exclude);
+      });
+    }
+    held = std::move(settled_->held_keys);
+    write_back_settled();  // if this throws, the future's destructor waits for the claim
+    if (claim.valid()) {
+      next = claim.get();
+    }
+  } else if (claim_more) {
     wake_->woken = false;
     next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_.ids_in_flight());
   }
-  const auto sent_at = in_flight_since_;
-  Settlement settled = publisher_.settle();
-  const bool reachable = !settled.outcome.kafka_unreachable;
-  if (!settled.held_keys.empty()) {
-    std::erase_if(next,
-                  [&](const OutboxEvent& e) { return settled.held_keys.count(e.biz_id) > 0; });
+  if (!publisher_.in_flight()) {
+    return;  // only a write-back was left
   }
+  Settlement settled = publisher_.settle();
+  metrics_.publish_latency.observe(
+      std::chrono::duration<double>(Clock::now() - in_flight_since_).count());
+  held.insert(settled.held_keys.begin(), settled.held_keys.end());
+  std::erase_if(next, [&](const OutboxEvent& e) { return held.count(e.biz_id) > 0; });
+  const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
     send_batch(std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
   }
-  record(publisher_.write_back(*store_, settled), sent_at);
+  settled_ = std::move(settled);
   if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
+    const std::size_t deferred = settled_->outcome.deferred;
+    write_back_settled();
     kafka_pause_ = std::chrono::milliseconds{1000};
     kafka_paused_until_ = Clock::now() + kafka_pause_;
     metrics_.kafka_up.set(0);
     spdlog::warn(
         "kafka unreachable: {} events deferred without counting an attempt; pausing claims",
-        settled.outcome.deferred);
+        deferred);
   }
 }
 
+void Relay::write_back_settled() {
+  Settlement s = std::move(*settled_);
+  settled_.reset();
+  record(publisher_.write_back(*store_, s));
+}
+
 // Records a written-back batch's outcome in the metrics.
-void Relay::record(const BatchOutcome& o, Clock::time_point claimed_at) {
+void Relay::record(const BatchOutcome& o) {
   metrics_.published.inc(static_cast<double>(o.delivered));
   metrics_.failed.inc(static_cast<double>(o.failed));
   metrics_.retried.inc(static_cast<double>(o.retried));
   metrics_.deferred.inc(static_cast<double>(o.deferred));
   metrics_.order_anomalies.inc(static_cast<double>(o.order_anomalies));
-  metrics_.publish_latency.observe(
-      std::chrono::duration<double>(Clock::now() - claimed_at).count());
   if (!o.kafka_unreachable) {
     metrics_.kafka_up.set(1);
   }

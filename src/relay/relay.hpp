@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,8 @@ class Relay {
   void step(const std::atomic<bool>& stop);
   void send_batch(std::vector<OutboxEvent> batch, std::chrono::steady_clock::time_point claimed_at);
   void advance_pipeline(const std::atomic<bool>& stop);
-  void record(const BatchOutcome& outcome, std::chrono::steady_clock::time_point claimed_at);
+  void write_back_settled();
+  void record(const BatchOutcome& outcome);
   void idle(const std::atomic<bool>& stop);
   void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
   void maybe_measure_backlog();
@@ -98,6 +100,12 @@ class Relay {
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<ShardOwnership> shards_;
   std::unique_ptr<OutboxStore> store_;
+  // A second session for claims, so that a claim overlaps the write-back on the
+  // lock session. Claims only read; every write stays on the lock session.
+  std::unique_ptr<pqxx::connection> claim_conn_;
+  std::unique_ptr<OutboxStore> claim_store_;
+  // The batch that settled last, written back during the next claim.
+  std::optional<Settlement> settled_;
   class WakeUp;
   std::unique_ptr<WakeUp> wake_;
   std::atomic<bool> ready_{false};

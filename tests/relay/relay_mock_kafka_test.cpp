@@ -62,6 +62,9 @@ TEST(RelayMockKafka, RefusedEventsAreNeverOvertakenByLaterEventsOfTheirKey) {
   auto c = t.relay_config();
   c.kafka.bootstrap_servers = kafka.bootstrap();
   c.batch_size = 40;  // 8 events of each of 5 keys per batch: every batch holds every key
+  // One produce request per batch: within a request the broker's sequence checks
+  // keep order (the mock does not check them), across batches the relay must.
+  c.kafka.linger = std::chrono::milliseconds(5);
   t.insert(600, 5);
   // Not retried inside librdkafka; the relay counts an attempt and backs off.
   kafka.fail_next_produce_requests(4, RD_KAFKA_RESP_ERR_POLICY_VIOLATION);
