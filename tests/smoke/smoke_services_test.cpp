@@ -24,7 +24,8 @@ TEST(Smoke, KafkaProduceThenConsumeWithHeaders) {
   const std::string topic = outbox::testbed::unique_name("smoke");
   std::string err;
   std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  ASSERT_EQ(pconf->set("bootstrap.servers", outbox::testbed::kafka_bootstrap(), err), RdKafka::Conf::CONF_OK);
+  ASSERT_EQ(pconf->set("bootstrap.servers", outbox::testbed::kafka_bootstrap(), err),
+            RdKafka::Conf::CONF_OK);
   pconf->set("enable.idempotence", "true", err);
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(pconf.get(), err));
   ASSERT_TRUE(producer) << err;
@@ -33,7 +34,8 @@ TEST(Smoke, KafkaProduceThenConsumeWithHeaders) {
   std::string payload = R"({"hello":"kafka"})";
   std::string key = "k1";
   ASSERT_EQ(producer->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-                              payload.data(), payload.size(), key.data(), key.size(), 0, headers, nullptr),
+                              payload.data(), payload.size(), key.data(), key.size(), 0, headers,
+                              nullptr),
             RdKafka::ERR_NO_ERROR);
   ASSERT_EQ(producer->flush(30000), RdKafka::ERR_NO_ERROR);
 
@@ -41,7 +43,8 @@ TEST(Smoke, KafkaProduceThenConsumeWithHeaders) {
   cconf->set("bootstrap.servers", outbox::testbed::kafka_bootstrap(), err);
   cconf->set("group.id", topic, err);
   cconf->set("auto.offset.reset", "earliest", err);
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(cconf.get(), err));
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(
+      RdKafka::KafkaConsumer::create(cconf.get(), err));
   ASSERT_TRUE(consumer) << err;
   consumer->subscribe({topic});
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
