@@ -11,7 +11,6 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 
 #include "outbox/schema.hpp"
 
@@ -153,37 +152,20 @@ std::unique_ptr<RdKafka::Conf> base_conf(const std::string& brokers) {
   return conf;
 }
 
-// The topic's partition count once every partition has a leader. A topic that
-// was created a moment ago may still lack some; a producer that meets one waits
-// for its next metadata refresh (about a second), which would be counted
-// against whatever is measured next.
 int partition_count(RdKafka::Handle& handle, const std::string& topic) {
   std::string err;
   std::unique_ptr<RdKafka::Topic> t(RdKafka::Topic::create(&handle, topic, nullptr, err));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (true) {
-    RdKafka::Metadata* raw = nullptr;
-    if (handle.metadata(false, t.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR) {
-      throw std::runtime_error("metadata of topic " + topic + " unavailable");
-    }
-    std::unique_ptr<RdKafka::Metadata> md(raw);
-    for (const auto* tm : *md->topics()) {
-      if (tm->topic() != topic || tm->err() != RdKafka::ERR_NO_ERROR) {
-        continue;
-      }
-      bool all_led = true;
-      for (const auto* pm : *tm->partitions()) {
-        all_led = all_led && pm->err() == RdKafka::ERR_NO_ERROR && pm->leader() >= 0;
-      }
-      if (all_led) {
-        return static_cast<int>(tm->partitions()->size());
-      }
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("topic " + topic + " has partitions without a leader");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  RdKafka::Metadata* raw = nullptr;
+  if (handle.metadata(false, t.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR) {
+    throw std::runtime_error("metadata of topic " + topic + " unavailable");
   }
+  std::unique_ptr<RdKafka::Metadata> md(raw);
+  for (const auto* tm : *md->topics()) {
+    if (tm->topic() == topic && tm->err() == RdKafka::ERR_NO_ERROR) {
+      return static_cast<int>(tm->partitions()->size());
+    }
+  }
+  throw std::runtime_error("topic " + topic + " not in metadata");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include <algorithm>
+#include <charconv>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -77,10 +77,10 @@ Action add_relay_command(CLI::App& app) {
     }
     const std::string port_text = o->listen.substr(colon + 1);
     int port_number = -1;
-    if (!port_text.empty() && port_text.size() <= 5 &&
-        std::all_of(port_text.begin(), port_text.end(),
-                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      port_number = std::stoi(port_text);
+    const char* end = port_text.data() + port_text.size();
+    if (auto [ptr, ec] = std::from_chars(port_text.data(), end, port_number);
+        ec != std::errc() || ptr != end) {
+      port_number = -1;
     }
     if (port_number < 0 || port_number > 65535) {
       throw std::invalid_argument("--listen port \"" + port_text +

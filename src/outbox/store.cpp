@@ -25,13 +25,18 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
   const std::string waiting = table_.quoted_with_suffix("_waiting");
   wait_sql_ = "INSERT INTO " + waiting +
               " (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO UPDATE SET since = now()";
-  unwait_sql_ = "DELETE FROM " + waiting +
-                " WHERE pid = pg_backend_pid() OR pid NOT IN (SELECT pid FROM pg_stat_activity)";
+  unwait_sql_ = "DELETE FROM " + waiting + " WHERE pid = pg_backend_pid()";
 }
 
 void OutboxStore::set_waiting(bool waiting) {
   pqxx::nontransaction tx(conn_);
   tx.exec(waiting ? wait_sql_ : unwait_sql_);
+}
+
+void OutboxStore::forget_dead_waiters() {
+  pqxx::nontransaction tx(conn_);
+  tx.exec("DELETE FROM " + table_.quoted_with_suffix("_waiting") +
+          " WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)");
 }
 
 std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,

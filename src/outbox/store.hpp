@@ -67,9 +67,12 @@ class OutboxStore {
   void record_failures(const std::vector<RetryDecision>& decisions);
 
   // Tells the insert trigger whether this session waits for a NOTIFY (schema v2:
-  // the trigger notifies only while someone waits). Clearing also drops the
-  // entries of sessions that no longer exist (a killed relay's).
+  // the trigger notifies only while someone waits). One primary-key write: it
+  // sits on the wake-up path.
   void set_waiting(bool waiting);
+  // Drops the entries of sessions that no longer exist (a killed relay's), which
+  // would otherwise make every insert notify.
+  void forget_dead_waiters();
 
   // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
   Backlog backlog(std::chrono::seconds stuck_after);

@@ -136,8 +136,8 @@ void Relay::connect() {
   claim_store_ = std::make_unique<OutboxStore>(*claim_conn_, table_);
   wake_ = std::make_unique<WakeUp>(*conn_, table_.notify_channel());
   // A killed relay leaves its entry in <table>_waiting, and every insert would
-  // notify until someone clears it: clear such entries now, not at the first idle.
-  store_->set_waiting(false);
+  // notify until someone clears it.
+  store_->forget_dead_waiters();
   shards_->join();
   next_rebalance_ = Clock::now();
   next_backlog_ = Clock::now();

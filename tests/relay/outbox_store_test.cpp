@@ -73,7 +73,7 @@ TEST(Schema, TheTriggerNotifiesOnlyWhileARelayWaits) {
   t.insert(1, 1);
   EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(300)), 0);
 
-  // A waiter that died (a killed relay) no longer counts once anyone clears.
+  // A waiter that died (a killed relay) is dropped by the next relay to connect.
   {
     pqxx::connection doomed(t.dsn);
     OutboxStore(doomed, t.table).set_waiting(true);
@@ -84,10 +84,10 @@ TEST(Schema, TheTriggerNotifiesOnlyWhileARelayWaits) {
         .as<long long>();
   };
   EXPECT_EQ(waiters(), 1);
-  // The closed session's backend exits a moment later; then clearing drops it.
+  // The closed session's backend exits a moment later; then the sweep drops it.
   EXPECT_TRUE(testing::eventually(
       [&] {
-        store.set_waiting(false);
+        store.forget_dead_waiters();
         return waiters() == 0;
       },
       std::chrono::seconds(5)));
