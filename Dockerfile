@@ -20,7 +20,7 @@ WORKDIR /src
 # Only what the binary is built from: tests and benchmarks stay out of the image.
 COPY CMakeLists.txt ./
 COPY src/ src/
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_TESTS=OFF \
+RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_EXAMPLES=OFF \
  && cmake --build build --target outbox-operator \
  && install -D -m 0755 -s build/src/outbox-operator /out/usr/local/bin/outbox-operator \
  && /out/usr/local/bin/outbox-operator --version

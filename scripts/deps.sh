@@ -7,6 +7,9 @@ packages=(
   libboost-dev libboost-system-dev libssl-dev nlohmann-json3-dev libspdlog-dev
   libyaml-cpp-dev libcli11-dev libpqxx-dev librdkafka-dev libgtest-dev libgmock-dev
   postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven golang-go
+  # The test bed's node: container runtime, pod network, image building without a registry.
+  containerd runc containernetworking-plugins buildah debootstrap busybox-static socat
+  iproute2 procps
 )
 missing=()
 for p in "${packages[@]}"; do

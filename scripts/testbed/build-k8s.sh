@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
+# build-k8s.sh [node]
 # Builds kube-apiserver, kubectl (same module), etcd and helm from the Go module
-# proxy into $TESTBED_CACHE/k8s-$K8S_VERSION/bin and prints that directory.
+# proxy into $TESTBED_CACHE/k8s-$K8S_VERSION/bin and prints that directory. With
+# `node`, also kubelet, kube-scheduler and kube-controller-manager from the same
+# k8s.io/kubernetes module (the test bed's node; fast tests do without them).
 # Idempotent: returns at once when cached. Build output goes to build.log beside bin/.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -8,6 +11,12 @@ top="$TESTBED_CACHE/k8s-$K8S_VERSION"
 BIN="$top/bin"
 stamp="$BIN/.complete"
 versions="kubernetes $K8S_VERSION etcd $ETCD_VERSION helm $HELM_VERSION"
+steps=(etcd helm kube)
+case ${1:-} in
+  node) steps+=(node); stamp="$BIN/.complete-node" ;;
+  "") ;;
+  *) die "usage: $0 [node]" ;;
+esac
 cached() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$versions" ]; }
 cached && { echo "$BIN"; exit 0; }
 mkdir -p "$BIN"
@@ -18,10 +27,19 @@ cached && { echo "$BIN"; exit 0; }
 work="$top/src"
 buildlog="$top/build.log"
 
+# What `kubectl version` and the components report (a plain go build leaves it empty).
+version_ldflags() {
+  local ldf="-s -w" p minor
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
+  done
+  echo "$ldf"
+}
+
 build_kube() {
   [ -f "$BIN/.kube-$K8S_VERSION" ] && return 0
-  local stg="v0.${K8S_VERSION#v1.}" minor
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  local stg="v0.${K8S_VERSION#v1.}"
   rm -rf "$work/kube" && mkdir -p "$work/kube" && cd "$work/kube"
   go mod init local.test/k8sbin >/dev/null 2>&1
   go mod edit -go=1.26.0
@@ -43,12 +61,30 @@ import (
 )
 EOT
   go mod tidy
-  local ldf="-s -w" p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
-  done
-  go build -trimpath -ldflags "$ldf" -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
   touch "$BIN/.kube-$K8S_VERSION"
+}
+
+# The node's binaries, in the module build_kube set up (same replaces, same version).
+build_node() {
+  [ -f "$BIN/.node-$K8S_VERSION" ] && return 0
+  [ -f "$work/kube/go.mod" ] || { rm -f "$BIN/.kube-$K8S_VERSION"; build_kube; }
+  cd "$work/kube"
+  cat > tools_node.go <<'EOT'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+EOT
+  go mod tidy
+  nice -n 10 go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/" k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet
+  touch "$BIN/.node-$K8S_VERSION"
 }
 
 build_etcd() {
@@ -88,10 +124,10 @@ EOT
   touch "$BIN/.helm-$HELM_VERSION"
 }
 
-log "building etcd $ETCD_VERSION, helm $HELM_VERSION, kube-apiserver+kubectl $K8S_VERSION into $BIN (cold: ~7 min on 2 cores); log: $buildlog"
+log "building ${steps[*]} ($K8S_VERSION, etcd $ETCD_VERSION, helm $HELM_VERSION) into $BIN (cold: ~7 min on 2 cores, the node ~6 min more); log: $buildlog"
 # Each step runs in a subshell so that a failing command inside stops it (set -e)
 # and the message names the log.
-for step in etcd helm kube; do
+for step in "${steps[@]}"; do
   t=$SECONDS
   # Not in an if/||: there bash would ignore set -e inside the subshell too.
   set +e; ( set -e; "build_$step" ) >>"$buildlog" 2>&1; rc=$?; set -e

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctl.sh <pg|kafka|kube> <start|stop|restart|status|kill9>
+# ctl.sh <pg|kafka|kube|node> <start|stop|restart|status|kill9>
 # Controls one service of a test bed that up.sh initialised, on the ports that
 # up.sh recorded in $TESTBED_STATE, so tests can take a broker or the database
 # down and bring it back at the same address.
@@ -8,11 +8,11 @@
 #   status  prints running/stopped; exit 0 when running, 3 when stopped
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-usage() { die "usage: $0 <pg|kafka|kube> <start|stop|restart|status|kill9>"; }
+usage() { die "usage: $0 <pg|kafka|kube|node> <start|stop|restart|status|kill9>"; }
 [ $# -eq 2 ] || usage
 svc=$1 action=$2
 d="$TESTBED_STATE/$svc"
-case $svc in pg|kafka|kube) ;; *) usage ;; esac
+case $svc in pg|kafka|kube|node) ;; *) usage ;; esac
 [ -f "$d/port" ] || die "$svc is not set up in $TESTBED_STATE (run up.sh $svc first)"
 port=$(cat "$d/port")
 
@@ -23,6 +23,9 @@ procs() {
     kafka) echo "$d/pid:$d/kafka.log:TERM:60" ;;
     kube)  echo "$d/etcd.pid:$d/etcd.log:TERM:30"
            echo "$d/apiserver.pid:$d/apiserver.log:TERM:60" ;;
+    node)  local c
+           for c in containerd controller-manager scheduler kubelet; do echo "$d/$c.pid:$d/$c.log:TERM:30"; done
+           while read -r c _; do echo "$d/forward-$c.pid:$d/forwards.log:TERM:10"; done <"$d/forwards" ;;
   esac
 }
 
@@ -91,10 +94,97 @@ start_kube() {
     --client-ca-file="$pki/ca.crt" --token-auth-file="$d/tokens.csv" \
     --service-account-issuer="https://127.0.0.1:$port" \
     --service-account-key-file="$pki/sa.key" --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=RBAC --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none
+    --service-cluster-ip-range="$SERVICE_SUBNET" --allow-privileged=true \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP,Hostname \
+    --endpoint-reconciler-type=none
   if ! wait_ready kube-apiserver "$d/apiserver.pid" "$d/apiserver.log" 120 apiserver_ready; then
     stop_group "$d/etcd.pid" TERM 30; return 1
+  fi
+}
+
+# --- node -------------------------------------------------------------------------
+node_kubectl() { "$(cat "$TESTBED_STATE/kube/bin")/kubectl" --kubeconfig "$TESTBED_STATE/kube/admin.kubeconfig" "$@"; }
+ctr_node() { ctr --address "$d/containerd/containerd.sock" --namespace k8s.io "$@"; }
+containerd_ready() { ctr_node version >/dev/null 2>&1; }
+node_ready() {
+  [ "$(node_kubectl get node 127.0.0.1 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+start_node() {
+  local bin k=$TESTBED_STATE/kube kp name addr lport tport
+  bin=$(cat "$d/bin") kp="$TESTBED_STATE/kube/pki"
+  # The pod bridge, with the kubernetes Service IP beside its own address.
+  ip link show "$POD_BRIDGE" >/dev/null 2>&1 || ip link add "$POD_BRIDGE" type bridge
+  ip addr replace "$POD_BRIDGE_IP/24" dev "$POD_BRIDGE"
+  ip addr replace "$KUBERNETES_SERVICE_IP/32" dev "$POD_BRIDGE"
+  ip link set "$POD_BRIDGE" up
+  # A dead proxy: an image that was not imported fails to pull at once, and no registry
+  # is ever resolved or contacted.
+  spawn "$d/containerd.pid" "$d/containerd.log" env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+    NO_PROXY= containerd --config "$d/containerd.toml"
+  wait_ready containerd "$d/containerd.pid" "$d/containerd.log" 30 containerd_ready || return 1
+  for f in "$(cat "$d/images")"/*.tar; do
+    ctr_node images import "$f" >>"$d/import.log" 2>&1 || {
+      show_failure images "$d/import.log" "importing $f into containerd failed"; return 1; }
+  done
+  spawn "$d/controller-manager.pid" "$d/controller-manager.log" "$bin/kube-controller-manager" \
+    --kubeconfig="$d/controller-manager.kubeconfig" --authentication-kubeconfig="$d/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$d/controller-manager.kubeconfig" \
+    --service-account-private-key-file="$kp/sa.key" --root-ca-file="$kp/ca.crt" --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$kp/ca.crt" --cluster-signing-key-file="$kp/ca.key" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$(cat "$d/cm_port")" --allocate-node-cidrs=false
+  spawn "$d/scheduler.pid" "$d/scheduler.log" "$bin/kube-scheduler" \
+    --kubeconfig="$d/scheduler.kubeconfig" --authentication-kubeconfig="$d/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$d/scheduler.kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$(cat "$d/scheduler_port")"
+  spawn "$d/kubelet.pid" "$d/kubelet.log" "$bin/kubelet" --config="$d/kubelet.yaml" \
+    --kubeconfig="$d/kubelet-client.kubeconfig" --hostname-override=127.0.0.1 --root-dir="$d/kubelet"
+  wait_ready kubelet "$d/kubelet.pid" "$d/kubelet.log" 120 node_ready || return 1
+  while read -r name addr lport tport; do
+    spawn "$d/forward-$name.pid" "$d/forwards.log" \
+      socat "TCP-LISTEN:$lport,bind=$addr,fork,reuseaddr" "TCP:127.0.0.1:$tport"
+  done <"$d/forwards"
+}
+# After the node's processes stopped: whatever they leave behind goes too (containers
+# and their shims, mounts, cgroups, the bridge), and the sysctls are put back.
+node_teardown() {
+  local f pid
+  for f in /sys/fs/cgroup/*/kubepods; do
+    [ -d "$f" ] || continue
+    find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+  done
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $d/containerd/containerd.sock" || true); do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  { grep -o " $d/[^ ]*" /proc/mounts || true; } | sort -r | while read -r f; do umount -l "$f" 2>/dev/null || true; done
+  for f in /sys/fs/cgroup/*/kubepods; do
+    [ -d "$f" ] && find "$f" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  ip link del "$POD_BRIDGE" 2>/dev/null || true
+  if [ -s "$d/sysctl.saved" ]; then
+    local overcommit panic oops
+    read -r overcommit panic oops _ <"$d/sysctl.saved"
+    sysctl -q -w vm.overcommit_memory="$overcommit" kernel.panic="$panic" kernel.panic_on_oops="$oops" || true
+  fi
+  rmdir /run/containerd/s 2>/dev/null || true
+  local left
+  left=$(node_leftovers)
+  [ -z "$left" ] || die "node stopped, but this is left behind: $left"
+}
+# What a stopped node must not leave: processes, mounts, cgroups, the bridge, sysctls.
+node_leftovers() {
+  local f want
+  pgrep -af -- "$d/" | grep -v -e ctl.sh -e pgrep | sed 's/^/process: /' || true
+  grep " $d/" /proc/mounts | sed 's/^/mount: /' || true
+  for f in /sys/fs/cgroup/*/kubepods; do [ ! -d "$f" ] || echo "cgroup: $f"; done
+  ! ip link show "$POD_BRIDGE" >/dev/null 2>&1 || echo "bridge: $POD_BRIDGE"
+  if [ -s "$d/sysctl.saved" ]; then
+    want=$(cat "$d/sysctl.saved")
+    # shellcheck disable=SC2086
+    f=$(sysctl -n $NODE_SYSCTLS | paste -sd' ')
+    [ "$f" = "$want" ] || echo "sysctls: $NODE_SYSCTLS = $f, were $want"
   fi
 }
 
@@ -112,13 +202,15 @@ do_stop() { # do_stop TERM|KILL: TERM = each its own clean stop, in reverse star
     fi
   done
   [ "$1" != KILL ] || for p in $(procs); do stop_group "${p%%:*}" KILL 10; done
+  [ "$svc" != node ] || node_teardown
 }
 # The ports a service listens on: all must be free before it starts.
 ports() {
   case $svc in
     pg) echo "$port" ;;
-    kafka) echo "$port $(cat "$d/controller_port")" ;;
+    kafka) echo "$port $(cat "$d/controller_port") $(cat "$d/pod_port" 2>/dev/null)" ;;
     kube) echo "$port $(cat "$d/etcd_port") $(cat "$d/etcd_peer_port")" ;;
+    node) echo "$port $(cat "$d/healthz_port") $(cat "$d/cm_port") $(cat "$d/scheduler_port")" ;;
   esac
 }
 do_start() {

@@ -11,6 +11,16 @@ KAFKA_VERSION="${KAFKA_VERSION:-4.3.0}"
 LOG4J_VERSION="${LOG4J_VERSION:-2.25.3}"
 SLF4J_VERSION="${SLF4J_VERSION:-2.0.17}"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+# The node's pod network (up.sh node): one bridge, no default route out of the pods, IP
+# forwarding left off. The kubernetes Service's ClusterIP sits on the bridge too, so pods
+# reach the apiserver at the address in-cluster clients are given (there is no kube-proxy).
+POD_BRIDGE=obxbr0
+POD_BRIDGE_IP=10.244.0.1
+POD_SUBNET=10.244.0.0/24
+SERVICE_SUBNET=10.0.0.0/24
+KUBERNETES_SERVICE_IP=10.0.0.1
+# Host sysctls the node must leave as it found them (the kubelet writes the first three).
+NODE_SYSCTLS="vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward"
 export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 mkdir -p "$TESTBED_CACHE"
 
@@ -92,4 +102,12 @@ show_failure() {
   log "$1 log: $2 (last 40 lines below)"
   tail -n 40 "$2" >&2 2>/dev/null || true
   log "$1 failed; full log: $2"
+}
+
+# kafka_format LIBDIR CLUSTER-ID CONFIG LOG: formats a KRaft node's storage. The id is
+# passed as one --cluster-id=ID argument: URL-safe base64 may start with '-', which the
+# tool's parser would read as a flag if the id were a separate argument.
+kafka_format() {
+  java -Xmx256m -Dlog4j2.configurationFile="$TESTBED_DIR/kafka/log4j2.xml" -Dtestbed.log.level=WARN \
+    -cp "$1/*" kafka.tools.StorageTool format "--cluster-id=$2" -c "$3" >"$4" 2>&1
 }

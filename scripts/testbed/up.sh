@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh [pg] [kafka] [kube]   (default: all three)
+# up.sh [pg] [kafka] [kube] [node]   (default: pg kafka kube)
 # Starts a local test bed on free loopback ports, state and logs under
 # $TESTBED_STATE (default <repo>/.testbed/run), and writes $TESTBED_STATE/env
 # with the OUTBOX_TEST_* variables the tests read. The env file's path is the
@@ -15,7 +15,7 @@ as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
 services=("$@")
 [ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
 for s in "${services[@]}"; do
-  case $s in pg|kafka|kube) ;; *) die "unknown service '$s' (pg, kafka, kube)" ;; esac
+  case $s in pg|kafka|kube|node) ;; *) die "unknown service '$s' (pg, kafka, kube, node)" ;; esac
 done
 mkdir -p "$TESTBED_STATE"
 
@@ -82,23 +82,26 @@ setup_pg_role() {
 
 # --- Kafka (KRaft, one combined broker+controller node) ----------------------------
 init_kafka() {
-  local d=$TESTBED_STATE/kafka lib port cport cid
+  local d=$TESTBED_STATE/kafka lib port cport bport cid
   rm -rf "$d" && mkdir -p "$d/data"
   lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka "$TESTBED_CACHE/kafka-$KAFKA_VERSION/mvn.log"
   echo "$lib" >"$d/lib"
   cp "$TESTBED_DIR/kafka/log4j2.xml" "$d/"
   port=$(free_port) && echo "$port" >"$d/port"
   cport=$(free_port) && echo "$cport" >"$d/controller_port"
+  # A second listener for pods: they reach it through the node's forwarder on the pod
+  # bridge (up.sh node), so the broker must advertise the bridge address there.
+  bport=$(free_port) && echo "$bport" >"$d/pod_port"
   cat >"$d/server.properties" <<EOC
 process.roles=broker,controller
 node.id=1
 # Static voter set: 'format' then needs no --standalone/--initial-controllers.
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,PODS://127.0.0.1:$bport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,PODS://$POD_BRIDGE_IP:$bport
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT
 log.dirs=$d/data
 num.partitions=3
 default.replication.factor=1
@@ -119,10 +122,10 @@ broker.session.timeout.ms=5000
 EOC
   # A cluster id is 16 random bytes in unpadded URL-safe base64 (what
   # 'StorageTool random-uuid' prints, without a JVM start).
+  # One id in 64 starts with '-': kafka_format passes it as --cluster-id=ID.
   cid=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
   echo "$cid" >"$d/cluster_id"
-  java -Xmx256m -Dlog4j2.configurationFile="$d/log4j2.xml" -Dtestbed.log.level=WARN -cp "$lib/*" kafka.tools.StorageTool \
-    format -t "$cid" -c "$d/server.properties" >"$d/format.log" 2>&1 ||
+  kafka_format "$lib" "$cid" "$d/server.properties" "$d/format.log" ||
     abort kafka "$d/format.log" "formatting the storage failed"
 }
 
@@ -155,11 +158,11 @@ init_kube() {
       'extendedKeyUsage=serverAuth' 'keyUsage=critical,digitalSignature,keyEncipherment' >"$p/server.ext"
     openssl x509 -req -in "$p/apiserver.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -sha256 \
       -days 3650 -extfile "$p/server.ext" -out "$p/apiserver.crt"
-    openssl req -newkey rsa:2048 -nodes -subj /O=system:masters/CN=admin -keyout "$p/admin.key" -out "$p/admin.csr"
     printf '%s\n' 'extendedKeyUsage=clientAuth' 'keyUsage=critical,digitalSignature,keyEncipherment' >"$p/client.ext"
-    openssl x509 -req -in "$p/admin.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -sha256 \
-      -days 3650 -extfile "$p/client.ext" -out "$p/admin.crt"
+    sign_client_cert "$p" admin /O=system:masters/CN=admin
     openssl genrsa -out "$p/sa.key" 2048
+    # The apiserver's client certificate towards kubelets (logs, exec, port-forward).
+    sign_client_cert "$p" apiserver-kubelet-client /O=system:masters/CN=kube-apiserver-kubelet-client
   } >"$d/pki.log" 2>&1 || abort kube "$d/pki.log" "generating the PKI with openssl failed"
   # Bearer token user in system:masters (token,user,uid,"groups").
   token=$(openssl rand -hex 24)
@@ -168,6 +171,14 @@ init_kube() {
   write_kubeconfig "$d/admin.kubeconfig" admin \
     "    client-certificate: $p/admin.crt" "    client-key: $p/admin.key"
   write_kubeconfig "$d/token.kubeconfig" token-admin "    token: $token"
+}
+# sign_client_cert PKI-DIR NAME SUBJECT [CA-DIR]: NAME.key and NAME.crt, a client
+# certificate signed by the test bed's CA.
+sign_client_cert() {
+  local ca=${4:-$1}
+  openssl req -newkey rsa:2048 -nodes -subj "$3" -keyout "$1/$2.key" -out "$1/$2.csr" &&
+    openssl x509 -req -in "$1/$2.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAcreateserial -sha256 \
+      -days 3650 -extfile "$1/client.ext" -out "$1/$2.crt"
 }
 # write_kubeconfig FILE USER USER-LINES...
 write_kubeconfig() {
@@ -194,6 +205,120 @@ EOC
   chmod 600 "$f"
 }
 
+# --- node: containerd + runc, kubelet, controller-manager, scheduler ----------------------
+# Joins the running control plane as node "127.0.0.1" (the kubelet refuses a loopback
+# --node-ip, not a host name that parses as one). Pods get the bridge network, with no
+# route but to the bridge's own subnet and the kubernetes Service IP; forwarders on the
+# bridge (see ctl.sh) let them reach the apiserver, PostgreSQL and Kafka on loopback.
+init_node() {
+  local d=$TESTBED_STATE/node k=$TESTBED_STATE/kube bin images p
+  "$ctl" kube status >/dev/null 2>&1 || die "the node needs the control plane: up.sh kube node"
+  rm -rf "$d" && mkdir -p "$d/pki" "$d/cni/net.d" "$d/containerd" "$d/kubelet" "$d/pod-logs"
+  bin=$("$TESTBED_DIR/build-k8s.sh" node) || abort node "$TESTBED_CACHE/k8s-$K8S_VERSION/build.log"
+  images=$("$TESTBED_DIR/build-images.sh") || abort node "$TESTBED_CACHE/images/build.log"
+  echo "$bin" >"$d/bin" && echo "$images" >"$d/images"
+  local f
+  for f in port healthz_port cm_port scheduler_port stream_port; do free_port >"$d/$f"; done
+  p=$d/pki
+  cp "$k/pki/ca.crt" "$k/pki/client.ext" "$p/"
+  {
+    sign_client_cert "$p" controller-manager /CN=system:kube-controller-manager "$k/pki"
+    sign_client_cert "$p" scheduler /CN=system:kube-scheduler "$k/pki"
+    sign_client_cert "$p" kubelet-client /O=system:nodes/CN=system:node:127.0.0.1 "$k/pki"
+    printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'extendedKeyUsage=serverAuth' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' >"$p/kubelet-serving.ext"
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$p/kubelet-serving.key" -out "$p/kubelet-serving.csr"
+    openssl x509 -req -in "$p/kubelet-serving.csr" -CA "$k/pki/ca.crt" -CAkey "$k/pki/ca.key" -CAcreateserial \
+      -sha256 -days 3650 -extfile "$p/kubelet-serving.ext" -out "$p/kubelet-serving.crt"
+  } >"$d/pki.log" 2>&1 || abort node "$d/pki.log" "generating the node's certificates failed"
+  chmod 600 "$p"/*.key
+  for f in controller-manager scheduler kubelet-client; do
+    write_kubeconfig "$d/$f.kubeconfig" "$f" "    client-certificate: $p/$f.crt" "    client-key: $p/$f.key"
+  done
+  write_node_configs
+  # Forwarders: NAME LISTEN-ADDRESS LISTEN-PORT TARGET-PORT (target on 127.0.0.1).
+  {
+    echo "apiserver $KUBERNETES_SERVICE_IP 443 $(cat "$k/port")"
+    [ ! -f "$TESTBED_STATE/pg/port" ] || echo "pg $POD_BRIDGE_IP $(cat "$TESTBED_STATE/pg/port") $(cat "$TESTBED_STATE/pg/port")"
+    [ ! -f "$TESTBED_STATE/kafka/pod_port" ] ||
+      echo "kafka $POD_BRIDGE_IP $(cat "$TESTBED_STATE/kafka/pod_port") $(cat "$TESTBED_STATE/kafka/pod_port")"
+  } >"$d/forwards"
+  # The kubelet rewrites some kernel sysctls (protectKernelDefaults: false); ctl.sh puts
+  # these values back when the node stops, and checks that IP forwarding never changed.
+  sysctl -n $NODE_SYSCTLS | paste -sd' ' >"$d/sysctl.saved"
+}
+write_node_configs() {
+  local d=$TESTBED_STATE/node c=$TESTBED_STATE/node/containerd
+  cat >"$d/containerd.toml" <<EOC
+version = 2
+root = "$c/root"
+state = "$c/state"
+[grpc]
+  address = "$c/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$c/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:local"
+  disable_apparmor = true
+  # Processes on this VM lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj, so
+  # every value is clamped to containerd's own (no QoS-based OOM ordering here).
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "$(cat "$d/stream_port")"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$c/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$d/cni/net.d"
+EOC
+  # No gateway on the pods' side and no masquerading: pods reach the bridge's subnet and,
+  # through the bridge address, the kubernetes Service IP that sits on the host; nothing else.
+  cat >"$d/cni/net.d/10-testbed.conflist" <<EOC
+{"cniVersion": "0.4.0", "name": "testbed", "plugins": [
+  {"type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$d/cni/ipam",
+            "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_BRIDGE_IP"}]],
+            "routes": [{"dst": "$KUBERNETES_SERVICE_IP/32", "gw": "$POD_BRIDGE_IP"}]}}]}
+EOC
+  cat >"$d/kubelet.yaml" <<EOC
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This VM has cgroup v1 only; kubelet 1.35+ refuses it unless told otherwise.
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$d/containerd/containerd.sock
+address: 127.0.0.1
+port: $(cat "$d/port")
+healthzBindAddress: 127.0.0.1
+healthzPort: $(cat "$d/healthz_port")
+readOnlyPort: 0
+tlsCertFile: $d/pki/kubelet-serving.crt
+tlsPrivateKeyFile: $d/pki/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $d/pki/ca.crt}
+authorization: {mode: Webhook}
+makeIPTablesUtilChains: false
+podLogsDir: $d/pod-logs
+# Images come only from ctl.sh's imports and can never be pulled again: never collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+# Faster status and pod updates than the defaults, for tests that wait on them.
+nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
+EOC
+}
+
 # --- env file ------------------------------------------------------------------------
 # Lists the services that run now (those asked for, and any others left running).
 write_env() {
@@ -215,6 +340,15 @@ write_env() {
       q OUTBOX_TEST_KUBECONFIG "$s/kube/admin.kubeconfig"
       q OUTBOX_TEST_KUBE_TOKEN_KUBECONFIG "$s/kube/token.kubeconfig"
       q OUTBOX_TESTBED_BIN "$(cat "$s/kube/bin")"
+    fi
+    if up node; then
+      q OUTBOX_TEST_NODE 127.0.0.1
+      q OUTBOX_TEST_IMAGE "$(cat "$(cat "$s/node/images")/outbox-operator.ref")"
+      q OUTBOX_TEST_TOOLS_IMAGE localhost/testbed-tools:local
+      # What pods use: the same services, through the forwarders on the pod bridge.
+      [ ! -f "$s/pg/port" ] ||
+        q OUTBOX_TEST_POD_PG_DSN "postgresql://outbox:$(cat "$s/pg/password")@$POD_BRIDGE_IP:$(cat "$s/pg/port")/outbox"
+      [ ! -f "$s/kafka/pod_port" ] || q OUTBOX_TEST_POD_KAFKA_BOOTSTRAP "$POD_BRIDGE_IP:$(cat "$s/kafka/pod_port")"
     fi
   } >"$f"
   chmod 600 "$f"  # holds the database password

@@ -240,14 +240,12 @@ ReconcileResult Controller::reconcile(const std::string& key) {
     return {};  // gone or going: the garbage collector removes what it owned
   }
 
-  std::vector<std::string> kafka_keys;
-  if (std::optional<Problem> problem = check_secrets(*relay, kafka_keys)) {
+  RenderOptions render = options_.render;
+  if (std::optional<Problem> problem = check_secrets(*relay, render)) {
     update_status(*relay, problem);
     return {Outcome::kRequeueAfter, options_.secret_retry, {}};
   }
 
-  RenderOptions render = options_.render;
-  render.kafka_secret_keys = std::move(kafka_keys);
   RenderedRelay rendered;
   try {
     rendered = render_relay(*relay, render);
@@ -266,8 +264,7 @@ ReconcileResult Controller::reconcile(const std::string& key) {
   return {};
 }
 
-std::optional<Problem> Controller::check_secrets(const Json& relay,
-                                                 std::vector<std::string>& kafka_keys) {
+std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOptions& render) {
   const std::string ns = ns_of(relay);
   // By name only: the operator may get Secrets, never list or watch them.
   auto fetch = [&](const std::string& name) -> std::optional<Json> {
@@ -298,6 +295,11 @@ std::optional<Problem> Controller::check_secrets(const Json& relay,
                        "\" (spec.database.dsnSecretRef.key). Add the connection string under "
                        "that key, or set dsnSecretRef.key to the key that holds it."};
   }
+  auto version_of = [](const Json& secret) {
+    return secret.at("/metadata/name"_json_pointer).get<std::string>() + "=" +
+           secret.value("/metadata/resourceVersion"_json_pointer, std::string()) + "\n";
+  };
+  render.secret_versions = version_of(*dsn);
   const std::string kafka_name =
       value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
   if (!kafka_name.empty()) {
@@ -312,9 +314,10 @@ std::optional<Problem> Controller::check_secrets(const Json& relay,
                          "property (e.g. security.protocol, sasl.username), or remove "
                          "configSecretRef."};
     }
+    render.secret_versions += version_of(*kafka);
     const Json data = kafka->value("data", Json::object());
     for (const auto& [k, v] : data.items()) {
-      kafka_keys.push_back(k);
+      render.kafka_secret_keys.push_back(k);
     }
   }
   return std::nullopt;

@@ -78,7 +78,9 @@ class Controller {
   void stop_workers();
   void worker(std::stop_token stop);
 
-  std::optional<Problem> check_secrets(const Json& relay, std::vector<std::string>& kafka_keys);
+  // Checks the referenced Secrets and records in `render` what the pods need of them (the
+  // Kafka property keys, the Secrets' versions).
+  std::optional<Problem> check_secrets(const Json& relay, RenderOptions& render);
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
   kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);

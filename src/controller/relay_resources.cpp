@@ -297,7 +297,10 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
           {"selector", {{"matchLabels", selector_labels(name)}}},
           {"template",
            {{"metadata",
-             {{"labels", pod_labels}, {"annotations", {{kConfigHashAnnotation, config_hash}}}}},
+             {{"labels", pod_labels},
+              {"annotations",
+               {{kConfigHashAnnotation, config_hash},
+                {kSecretsHashAnnotation, stable_hash(options.secret_versions)}}}}},
             {"spec", pod_spec(names, std::move(relay_container), false)}}}}}}});
 
   std::vector<std::string> compensate = {"compensate"};

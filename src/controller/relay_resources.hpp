@@ -24,6 +24,10 @@ inline const char kFieldManager[] = "outbox-operator";
 inline const char kRelayFieldManager[] = "outbox-relay";
 inline const char kManagedByLabel[] = "app.kubernetes.io/managed-by";
 inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
+// The referenced Secrets' resourceVersions, hashed: a rotated credential changes the pod
+// template, so the relay pods roll and start with the new value (env from a Secret is read
+// only when a container starts).
+inline const char kSecretsHashAnnotation[] = "outbox.dev/secrets-hash";
 inline constexpr int kRelayPort = 8080;
 
 // Every kind the operator owns, with the REST resource it is applied through.
@@ -55,6 +59,8 @@ struct RenderOptions {
   // Keys of kafka.configSecretRef's Secret: each becomes one --kafka-property whose value comes
   // from the Secret through an environment variable, never through the pod spec.
   std::vector<std::string> kafka_secret_keys;
+  // "<name>=<resourceVersion>" of every Secret the pods read, in a fixed order.
+  std::string secret_versions;
 };
 
 struct OwnedObject {

@@ -1,0 +1,457 @@
+// The operator on a real single-node cluster: installed by its Helm chart, relay pods and
+// CronJob pods from the image built from the Dockerfile, the kubelet restarting what dies,
+// the controller-manager's Deployment, Job, CronJob and garbage collectors at work. Each test
+// asserts an outcome a platform team relies on, with events consumed back from Kafka.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "cluster_fixture.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox::cluster {
+namespace {
+
+using namespace testing;
+using namespace std::chrono_literals;
+
+std::string pod_name(const Json& pod) {
+  return pod.at("/metadata/name"_json_pointer);
+}
+
+std::set<std::string> names_of(const std::vector<Json>& list) {
+  std::set<std::string> out;
+  for (const Json& p : list) {
+    out.insert(pod_name(p));
+  }
+  return out;
+}
+
+int restart_count(const Json& pod) {
+  int n = 0;
+  for (const Json& c : pod.value("/status/containerStatuses"_json_pointer, Json::array())) {
+    n += c.value("restartCount", 0);
+  }
+  return n;
+}
+
+// Shards owned per relay pod, read from each pod's /metrics over the pod bridge.
+std::map<std::string, int> shards_per_pod(const RelayUnderTest& r) {
+  std::map<std::string, int> out;
+  for (const Json& pod : pods(r.ns, r.relay_selector())) {
+    std::string ip = pod.value("/status/podIP"_json_pointer, std::string());
+    if (ip.empty()) {
+      continue;
+    }
+    std::string body;
+    try {
+      body = kubectl("get --raw /api/v1/namespaces/" + r.ns + "/pods/" + pod_name(pod) +
+                     ":8080/proxy/metrics");
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (std::size_t at = body.find("\noutbox_shards_owned{"); at != std::string::npos;
+         at = body.find("\noutbox_shards_owned{", at + 1)) {
+      std::size_t sp = body.find("} ", at);
+      out[pod_name(pod)] += std::stoi(body.substr(sp + 2));
+    }
+  }
+  return out;
+}
+
+int total(const std::map<std::string, int>& m) {
+  int n = 0;
+  for (const auto& [k, v] : m) {
+    n += v;
+  }
+  return n;
+}
+
+// The advisory locks behind the shards, straight from PostgreSQL: how many sessions hold
+// each of this table's shard locks right now (never more than one, by construction).
+int most_holders_of_one_shard(const RelayUnderTest& r) {
+  pqxx::connection conn(r.table.dsn);
+  pqxx::nontransaction tx(conn);
+  auto row = tx.exec1(
+      "SELECT COALESCE(max(n), 0) FROM (SELECT count(*) AS n FROM pg_locks "
+      "WHERE locktype = 'advisory' AND granted GROUP BY classid, objid) s");
+  return row[0].as<int>();
+}
+
+void wait_for_ready_pods(const RelayUnderTest& r, std::size_t n, std::chrono::seconds timeout) {
+  ASSERT_TRUE(eventually(
+      [&] {
+        return ready_pods(r.ns, r.relay_selector()).size() == n &&
+               pods(r.ns, r.relay_selector()).size() == n;
+      },
+      timeout))
+      << kubectl("-n " + r.ns + " get pods -o wide");
+}
+
+TEST(Cluster, RelayPodsStartFromTheImageDeliverAndShowReadyInKubectl) {
+  RelayUnderTest r("cl-ready");
+  r.apply();
+  r.wait_ready();
+  std::string table = kubectl("-n " + r.ns + " get obr " + r.name);
+  EXPECT_NE(table.find("True"), std::string::npos) << table;
+  Json status = r.get().at("status");
+  EXPECT_EQ(status.at("/relay/readyReplicas"_json_pointer), 2) << status.dump();
+
+  r.table.insert(300, 10);
+  EXPECT_EQ(r.delivery_problem(300), "");
+
+  // The container runs as the chart's non-root user on a read-only root filesystem.
+  std::string pod = ready_pods(r.ns, r.relay_selector()).at(0);
+  EXPECT_EQ(kubectl("-n " + r.ns + " exec " + pod + " -- id -u"), "65532\n");
+  try {
+    kubectl("-n " + r.ns + " exec " + pod + " -- touch /probe");
+    ADD_FAILURE() << "the root filesystem is writable";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Read-only file system"), std::string::npos) << e.what();
+  }
+  // The DSN reached the relay through the Secret only: not in the pod spec or the args.
+  std::string spec = kubectl("-n " + r.ns + " get pod " + pod + " -o json");
+  EXPECT_EQ(spec.find(node_env().pod_dsn), std::string::npos);
+}
+
+TEST(Cluster, KilledRelayContainerAndDeletedPodAreReplacedWithNothingLost) {
+  RelayUnderTest r("cl-kill");
+  r.apply();
+  r.wait_ready();
+  Load load(r.table, 200);
+  std::this_thread::sleep_for(3s);
+
+  // kill -9 of the relay process: the kubelet restarts the container in place.
+  Json victim = pods(r.ns, r.relay_selector()).at(0);
+  std::string id = victim.at("/status/containerStatuses/0/containerID"_json_pointer);
+  id = id.substr(id.find("://") + 3);
+  std::string sock = testbed::require_env("TESTBED_STATE") + "/node/containerd/containerd.sock";
+  std::system(("ctr --address '" + sock + "' -n k8s.io tasks kill --signal SIGKILL " + id).c_str());
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const Json& p : pods(r.ns, r.relay_selector())) {
+          if (pod_name(p) == pod_name(victim)) {
+            return restart_count(p) >= 1;
+          }
+        }
+        return false;
+      },
+      60s))
+      << kubectl("-n " + r.ns + " get pods");
+  wait_for_ready_pods(r, 2, 90s);
+  std::this_thread::sleep_for(2s);
+
+  // Deleting a pod: the Deployment replaces it with a new one.
+  std::set<std::string> before = names_of(pods(r.ns, r.relay_selector()));
+  std::string deleted = *before.begin();
+  kubectl("-n " + r.ns + " delete pod " + deleted + " --wait=false");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto now = names_of(pods(r.ns, r.relay_selector()));
+        return now.size() == 2 && !now.count(deleted) &&
+               ready_pods(r.ns, r.relay_selector()).size() == 2;
+      },
+      90s))
+      << kubectl("-n " + r.ns + " get pods");
+  std::this_thread::sleep_for(2s);
+  int inserted = load.stop();
+  EXPECT_EQ(r.delivery_problem(inserted), "");
+}
+
+TEST(Cluster, ScaleOneToThreeToOneUnderLoadRebalancesShardsAndLosesNothing) {
+  RelayUnderTest r("cl-scale");
+  r.apply({{"relay", {{"replicas", 1}}}});
+  r.wait_ready();
+  Load load(r.table, 200);
+  // Through the /scale subresource, as kubectl scale and autoscalers do.
+  kubectl("-n " + r.ns + " scale obr/" + r.name + " --replicas=3");
+  wait_for_ready_pods(r, 3, 120s);
+  std::map<std::string, int> shards;
+  EXPECT_TRUE(eventually(
+      [&] {
+        shards = shards_per_pod(r);
+        if (shards.size() != 3 || total(shards) != 16) {
+          return false;
+        }
+        for (const auto& [pod, n] : shards) {
+          if (n == 0) {
+            return false;
+          }
+        }
+        return true;
+      },
+      60s))
+      << "shards per pod did not spread over 3 pods: " << Json(shards).dump();
+  EXPECT_LE(most_holders_of_one_shard(r), 1);
+
+  r.apply({{"relay", {{"replicas", 1}}}});
+  wait_for_ready_pods(r, 1, 120s);
+  EXPECT_TRUE(eventually([&] { return total(shards = shards_per_pod(r)) == 16; }, 60s))
+      << Json(shards).dump();
+  int inserted = load.stop();
+  EXPECT_EQ(r.delivery_problem(inserted), "");
+}
+
+TEST(Cluster, RolloutOfANewPodTemplateUnderLoadLosesNothingAndNeverSharesAShard) {
+  RelayUnderTest r("cl-roll");
+  r.apply();
+  r.wait_ready();
+  std::set<std::string> old_pods = names_of(pods(r.ns, r.relay_selector()));
+  Load load(r.table, 200);
+  std::atomic<bool> rolling{true};
+  std::atomic<int> most_holders{0};
+  std::thread sampler([&] {
+    while (rolling) {
+      most_holders = std::max(most_holders.load(), most_holders_of_one_shard(r));
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  // A new batch size changes the rendered arguments, so the pod template changes.
+  r.apply({{"relay", {{"batchSize", 50}}}});
+  bool rolled = eventually(
+      [&] {
+        auto now = names_of(pods(r.ns, r.relay_selector()));
+        for (const auto& p : now) {
+          if (old_pods.count(p)) {
+            return false;
+          }
+        }
+        return now.size() == 2 && ready_pods(r.ns, r.relay_selector()).size() == 2;
+      },
+      180s);
+  std::this_thread::sleep_for(2s);
+  rolling = false;
+  sampler.join();
+  ASSERT_TRUE(rolled) << kubectl("-n " + r.ns + " get pods");
+  EXPECT_LE(most_holders.load(), 1);
+  std::string args = kubectl("-n " + r.ns + " get deploy orders-relay -o jsonpath={.spec.template.spec.containers[0].args}");
+  EXPECT_NE(args.find("--batch-size=50"), std::string::npos) << args;
+  int inserted = load.stop();
+  EXPECT_EQ(r.delivery_problem(inserted), "");
+}
+
+TEST(Cluster, DeletedLeadingOperatorPodIsSucceededByTheStandbyAndReconcilingResumes) {
+  install_operator();
+  const std::string lease = std::string(kRelease) + "-outbox-operator-leader";
+  auto holder = [&] {
+    return kubectl(std::string("-n ") + kOperatorNamespace + " get lease " + lease +
+                   " -o jsonpath={.spec.holderIdentity}");
+  };
+  std::string leader;
+  ASSERT_TRUE(eventually([&] { return !(leader = holder()).empty(); }, 60s));
+  kubectl(std::string("-n ") + kOperatorNamespace + " delete pod " + leader + " --wait=false");
+  auto t0 = std::chrono::steady_clock::now();
+  std::string next;
+  ASSERT_TRUE(eventually(
+      [&] {
+        next = holder();
+        return !next.empty() && next != leader;
+      },
+      30s))
+      << "the lease still names " << leader;
+  auto takeover = std::chrono::steady_clock::now() - t0;
+  // Lease duration 6 s, retry period 1 s (install_operator): a clean stop releases the
+  // Lease at once; even a lost release must not take longer than one lease plus retries.
+  EXPECT_LT(takeover, 10s);
+
+  // The new leader reconciles: a new OutboxRelay gets its Deployment.
+  RelayUnderTest r("cl-leader");
+  r.apply({{"relay", {{"replicas", 1}}}});
+  EXPECT_TRUE(eventually(
+      [&] {
+        try {
+          kubectl("-n " + r.ns + " get deploy orders-relay");
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      30s));
+  r.wait_ready();
+  // And the chart's Deployment replaced the deleted pod: two operator pods again.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ready_pods(kOperatorNamespace, "app.kubernetes.io/name=outbox-operator").size() ==
+               2;
+      },
+      90s));
+}
+
+TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPassword) {
+  RelayUnderTest r("cl-rotate");
+  // A database role of its own, so that its password can change under the relay.
+  const std::string role = testbed::unique_name("rotated");
+  auto dsn_for = [&](const std::string& password) {
+    std::string dsn = node_env().pod_dsn;  // postgresql://outbox:<pw>@host:port/db
+    std::size_t user = dsn.find("://") + 3, at = dsn.find('@');
+    return dsn.substr(0, user) + role + ":" + password + dsn.substr(at);
+  };
+  auto set_secret = [&](const std::string& password) {
+    apply({{"apiVersion", "v1"},
+           {"kind", "Secret"},
+           {"metadata", {{"name", "orders-db"}, {"namespace", r.ns}}},
+           {"stringData", {{"dsn", dsn_for(password)}}}});
+  };
+  auto sql = [&](const std::string& statement) {
+    pqxx::connection conn(r.table.dsn);
+    pqxx::nontransaction tx(conn);
+    tx.exec(statement);
+  };
+  sql("CREATE ROLE " + role + " LOGIN SUPERUSER PASSWORD 'first-password'");
+  set_secret("first-password");
+  r.apply();
+  r.wait_ready();
+  r.table.insert(50, 5);
+  ASSERT_EQ(r.delivery_problem(50), "");
+  std::set<std::string> before = names_of(pods(r.ns, r.relay_selector()));
+  auto annotation = [&] {
+    return kubectl("-n " + r.ns +
+                   " get deploy orders-relay -o "
+                   "jsonpath='{.spec.template.metadata.annotations.outbox\\.dev/secrets-hash}'");
+  };
+  const std::string hash_before = annotation();
+
+  // Rotate: the old password stops working for new sessions; the Secret has the new one.
+  sql("ALTER ROLE " + role + " PASSWORD 'second-password'");
+  set_secret("second-password");
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto now = names_of(pods(r.ns, r.relay_selector()));
+        for (const auto& p : now) {
+          if (before.count(p)) {
+            return false;
+          }
+        }
+        return now.size() == 2 && ready_pods(r.ns, r.relay_selector()).size() == 2;
+      },
+      120s))
+      << kubectl("-n " + r.ns + " get pods");
+  EXPECT_NE(annotation(), hash_before);
+  // Ready new pods logged in with the new password (the old one is refused); they deliver.
+  r.table.insert(50, 5, 50);
+  EXPECT_EQ(r.delivery_problem(100), "");
+  kubectl("delete namespace " + r.ns + " --wait=true --timeout=60s");
+  sql("DROP ROLE IF EXISTS " + role);
+}
+
+TEST(Cluster, DeletingTheOutboxRelayGarbageCollectsEverythingItOwned) {
+  RelayUnderTest r("cl-gc");
+  r.apply();
+  r.wait_ready();
+  const std::string sel = "app.kubernetes.io/instance=" + r.name;
+  const std::string kinds =
+      "deployments,replicasets,pods,cronjobs,configmaps,services,serviceaccounts,roles,"
+      "rolebindings,poddisruptionbudgets";
+  ASSERT_NE(kubectl("-n " + r.ns + " get " + kinds + " -l " + sel + " -o name"), "");
+  kubectl("-n " + r.ns + " delete obr " + r.name + " --wait=false");
+  std::string left;
+  EXPECT_TRUE(eventually(
+      [&] {
+        left = kubectl("-n " + r.ns + " get " + kinds + " -l " + sel + " -o name");
+        return left.empty();
+      },
+      90s))
+      << "left behind: " << left;
+}
+
+TEST(Cluster, CronJobsFireAndTheirJobsPublishStuckEventsAndRemoveSentOnes) {
+  RelayUnderTest r("cl-cron");
+  // No relay pods: only the compensation CronJob can publish.
+  r.apply({{"relay", {{"replicas", 0}}},
+           {"compensation", {{"schedule", "*/1 * * * *"}, {"staleAfter", "5s"}}},
+           {"retention", {{"schedule", "*/1 * * * *"}, {"keepSent", "1s"}}}});
+  r.table.insert(100, 10);
+  EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 100; }, 150s))
+      << kubectl("-n " + r.ns + " get cronjobs,jobs,pods");
+  EXPECT_EQ(r.delivery_problem(100), "");
+  // Retention removes sent rows older than keepSent on one of its next runs.
+  EXPECT_TRUE(eventually([&] { return r.table.count("true") == 0; }, 150s))
+      << kubectl("-n " + r.ns + " get cronjobs,jobs,pods");
+  std::string jobs = kubectl("-n " + r.ns +
+                             " get jobs -o jsonpath='{range .items[*]}{.metadata.name}="
+                             "{.status.succeeded}{\"\\n\"}{end}'");
+  EXPECT_NE(jobs.find("orders-compensate-"), std::string::npos) << jobs;
+  EXPECT_NE(jobs.find("orders-cleanup-"), std::string::npos) << jobs;
+  EXPECT_EQ(jobs.find("=\n"), std::string::npos) << "a Job did not succeed: " << jobs;
+}
+
+// Runs `command` in a pod of `image` to completion; returns its log.
+std::string run_pod(const std::string& ns, const std::string& name, const std::string& image,
+                    const Json& command, const std::string& service_account = "") {
+  Json spec = {{"restartPolicy", "Never"},
+               {"automountServiceAccountToken", !service_account.empty()},
+               {"containers",
+                Json::array({{{"name", name},
+                              {"image", image},
+                              {"imagePullPolicy", "Never"},
+                              {"env", Json::array({{{"name", "HOME"}, {"value", "/tmp"}}})},
+                              {"command", command}}})}};
+  if (!service_account.empty()) {
+    spec["serviceAccountName"] = service_account;
+  }
+  apply({{"apiVersion", "v1"},
+         {"kind", "Pod"},
+         {"metadata", {{"name", name}, {"namespace", ns}}},
+         {"spec", spec}});
+  std::string phase;
+  EXPECT_TRUE(eventually(
+      [&] {
+        phase = kubectl("-n " + ns + " get pod " + name + " -o jsonpath={.status.phase}");
+        return phase == "Succeeded" || phase == "Failed";
+      },
+      90s))
+      << kubectl("-n " + ns + " describe pod " + name);
+  EXPECT_EQ(phase, "Succeeded") << kubectl("-n " + ns + " logs " + name);
+  return kubectl("-n " + ns + " logs " + name);
+}
+
+TEST(Cluster, TheImageCarriesEveryLibraryItsBinaryLinks) {
+  install_operator();
+  auto client = controller::testing::admin_client();
+  std::string ns = controller::testing::make_namespace(client, "cl-image");
+  std::string out = run_pod(ns, "ldd", node_env().image,
+                            Json::array({"ldd", "/usr/local/bin/outbox-operator"}));
+  EXPECT_EQ(out.find("not found"), std::string::npos) << out;
+  EXPECT_NE(out.find("librdkafka"), std::string::npos) << out;
+  EXPECT_NE(run_pod(ns, "version", node_env().image,
+                    Json::array({"/usr/local/bin/outbox-operator", "--version"}))
+                .find("outbox-operator"),
+            std::string::npos);
+  kubectl("delete namespace " + ns + " --wait=false");
+}
+
+TEST(Cluster, RelayServiceAccountCanDoExactlyWhatTheRelayNeeds) {
+  RelayUnderTest r("cl-rbac");
+  r.apply({{"relay", {{"replicas", 1}}}});
+  r.wait_ready();
+  // kubectl inside a pod that runs as the relay's ServiceAccount, with its mounted token.
+  const std::map<std::string, bool> checks = {
+      {"get outboxrelays.outbox.dev/orders", true},
+      {"patch outboxrelays.outbox.dev/orders --subresource=status", true},
+      {"update outboxrelays.outbox.dev/orders --subresource=status", true},
+      {"create events", true},
+      {"patch outboxrelays.outbox.dev/orders", false},
+      {"get outboxrelays.outbox.dev/other", false},
+      {"list outboxrelays.outbox.dev", false},
+      {"get secrets", false},
+      {"get secrets/orders-db", false},
+      {"list pods", false},
+      {"patch deployments", false},
+      {"get outboxrelays.outbox.dev/orders -n default", false},
+  };
+  std::string script;
+  for (const auto& [check, _] : checks) {
+    script += "echo \"" + check + "=$(kubectl auth can-i " + check + " 2>&1)\"; ";
+  }
+  std::string out = run_pod(r.ns, "can-i", node_env().tools_image,
+                            Json::array({"sh", "-c", script}), "orders-relay");
+  for (const auto& [check, allowed] : checks) {
+    EXPECT_NE(out.find(check + "=" + (allowed ? "yes" : "no")), std::string::npos)
+        << check << " should be " << (allowed ? "allowed" : "refused") << "; got:\n"
+        << out;
+  }
+}
+
+}  // namespace
+}  // namespace outbox::cluster
