@@ -44,7 +44,7 @@ kubectl -n outbox-system get pods -o wide
 
 echo "== the outbox table (migrate), the DSN Secret, an OutboxRelay"
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" migrate --table public.outbox_event
-sql "DROP TABLE IF EXISTS orders, user_points, points_inbox" 2>/dev/null
+sql "DROP TABLE IF EXISTS orders, user_points, points_inbox; TRUNCATE public.outbox_event" 2>/dev/null
 kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 # The relay pods reach PostgreSQL through the pod network: the DSN in the Secret says so.
 kubectl -n demo create secret generic orders-db --from-file=dsn=<(printf '%s' "$OUTBOX_TEST_POD_PG_DSN") \
@@ -88,6 +88,7 @@ for pod in $(kubectl -n demo get pods -l app.kubernetes.io/component=relay -o na
 done
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" inspect --table public.outbox_event | head -3
 sleep 2  # one more status report after the drain
+kubectl -n demo rollout status deploy/orders-relay --timeout=120s >/dev/null
 kubectl -n demo get obr orders
 kubectl -n demo get pods -l app.kubernetes.io/component=relay
 ready=$(kubectl -n demo get obr orders -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')

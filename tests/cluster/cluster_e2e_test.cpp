@@ -225,7 +225,9 @@ TEST(Cluster, RolloutOfANewPodTemplateUnderLoadLosesNothingAndNeverSharesAShard)
   sampler.join();
   ASSERT_TRUE(rolled) << kubectl("-n " + r.ns + " get pods");
   EXPECT_LE(most_holders.load(), 1);
-  std::string args = kubectl("-n " + r.ns + " get deploy orders-relay -o jsonpath={.spec.template.spec.containers[0].args}");
+  std::string args =
+      kubectl("-n " + r.ns +
+              " get deploy orders-relay -o jsonpath={.spec.template.spec.containers[0].args}");
   EXPECT_NE(args.find("--batch-size=50"), std::string::npos) << args;
   int inserted = load.stop();
   EXPECT_EQ(r.delivery_problem(inserted), "");
@@ -272,8 +274,7 @@ TEST(Cluster, DeletedLeadingOperatorPodIsSucceededByTheStandbyAndReconcilingResu
   // And the chart's Deployment replaced the deleted pod: two operator pods again.
   EXPECT_TRUE(eventually(
       [&] {
-        return ready_pods(kOperatorNamespace, "app.kubernetes.io/name=outbox-operator").size() ==
-               2;
+        return ready_pods(kOperatorNamespace, "app.kubernetes.io/name=outbox-operator").size() == 2;
       },
       90s));
 }
@@ -368,57 +369,22 @@ TEST(Cluster, CronJobsFireAndTheirJobsPublishStuckEventsAndRemoveSentOnes) {
   // Retention removes sent rows older than keepSent on one of its next runs.
   EXPECT_TRUE(eventually([&] { return r.table.count("true") == 0; }, 150s))
       << kubectl("-n " + r.ns + " get cronjobs,jobs,pods");
-  std::string jobs = kubectl("-n " + r.ns +
-                             " get jobs -o jsonpath='{range .items[*]}{.metadata.name}="
-                             "{.status.succeeded}{\"\\n\"}{end}'");
+  // Both CronJobs' Jobs ran to completion (a later minute's run may still be going); none
+  // failed.
+  std::string jobs =
+      kubectl("-n " + r.ns +
+              " get jobs -o jsonpath='{range .items[*]}{.metadata.name} "
+              "succeeded={.status.succeeded} failed={.status.failed}{\"\\n\"}{end}'");
   EXPECT_NE(jobs.find("orders-compensate-"), std::string::npos) << jobs;
   EXPECT_NE(jobs.find("orders-cleanup-"), std::string::npos) << jobs;
-  EXPECT_EQ(jobs.find("=\n"), std::string::npos) << "a Job did not succeed: " << jobs;
-}
-
-// Runs `command` in a pod of `image` to completion; returns its log.
-std::string run_pod(const std::string& ns, const std::string& name, const std::string& image,
-                    const Json& command, const std::string& service_account = "") {
-  Json spec = {{"restartPolicy", "Never"},
-               {"automountServiceAccountToken", !service_account.empty()},
-               {"containers",
-                Json::array({{{"name", name},
-                              {"image", image},
-                              {"imagePullPolicy", "Never"},
-                              {"env", Json::array({{{"name", "HOME"}, {"value", "/tmp"}}})},
-                              {"command", command}}})}};
-  if (!service_account.empty()) {
-    spec["serviceAccountName"] = service_account;
+  for (const char* cron : {"orders-compensate-", "orders-cleanup-"}) {
+    bool succeeded = false;
+    for (std::size_t at = jobs.find(cron); at != std::string::npos; at = jobs.find(cron, at + 1)) {
+      succeeded |= jobs.compare(jobs.find(' ', at), 12, " succeeded=1") == 0;
+    }
+    EXPECT_TRUE(succeeded) << cron << " has no completed Job: " << jobs;
   }
-  apply({{"apiVersion", "v1"},
-         {"kind", "Pod"},
-         {"metadata", {{"name", name}, {"namespace", ns}}},
-         {"spec", spec}});
-  std::string phase;
-  EXPECT_TRUE(eventually(
-      [&] {
-        phase = kubectl("-n " + ns + " get pod " + name + " -o jsonpath={.status.phase}");
-        return phase == "Succeeded" || phase == "Failed";
-      },
-      90s))
-      << kubectl("-n " + ns + " describe pod " + name);
-  EXPECT_EQ(phase, "Succeeded") << kubectl("-n " + ns + " logs " + name);
-  return kubectl("-n " + ns + " logs " + name);
-}
-
-TEST(Cluster, TheImageCarriesEveryLibraryItsBinaryLinks) {
-  install_operator();
-  auto client = controller::testing::admin_client();
-  std::string ns = controller::testing::make_namespace(client, "cl-image");
-  std::string out = run_pod(ns, "ldd", node_env().image,
-                            Json::array({"ldd", "/usr/local/bin/outbox-operator"}));
-  EXPECT_EQ(out.find("not found"), std::string::npos) << out;
-  EXPECT_NE(out.find("librdkafka"), std::string::npos) << out;
-  EXPECT_NE(run_pod(ns, "version", node_env().image,
-                    Json::array({"/usr/local/bin/outbox-operator", "--version"}))
-                .find("outbox-operator"),
-            std::string::npos);
-  kubectl("delete namespace " + ns + " --wait=false");
+  EXPECT_EQ(jobs.find("failed=1"), std::string::npos) << "a Job failed: " << jobs;
 }
 
 TEST(Cluster, RelayServiceAccountCanDoExactlyWhatTheRelayNeeds) {

@@ -107,11 +107,12 @@ RelayUnderTest::RelayUnderTest(const std::string& prefix) {
   // The DSN reaches the pods only through this Secret.
   controller::testing::create_secret(client, ns, "orders-db", {{"dsn", node_env().pod_dsn}});
   // Fast settings for tests; each test patches what it is about.
-  spec = {{"database", {{"dsnSecretRef", {{"name", "orders-db"}, {"key", "dsn"}}},
-                        {"table", table.table.plain()}}},
-          {"kafka", {{"bootstrapServers", node_env().pod_bootstrap}, {"topic", table.topic}}},
-          {"relay", {{"replicas", 2}, {"pollInterval", "200ms"}, {"batchSize", 100}}},
-          {"retry", {{"initialBackoff", "200ms"}, {"maxBackoff", "2s"}}}};
+  spec = {
+      {"database",
+       {{"dsnSecretRef", {{"name", "orders-db"}, {"key", "dsn"}}}, {"table", table.table.plain()}}},
+      {"kafka", {{"bootstrapServers", node_env().pod_bootstrap}, {"topic", table.topic}}},
+      {"relay", {{"replicas", 2}, {"pollInterval", "200ms"}, {"batchSize", 100}}},
+      {"retry", {{"initialBackoff", "200ms"}, {"maxBackoff", "2s"}}}};
 }
 
 RelayUnderTest::~RelayUnderTest() {
