@@ -387,6 +387,51 @@ TEST(Cluster, CronJobsFireAndTheirJobsPublishStuckEventsAndRemoveSentOnes) {
   EXPECT_EQ(jobs.find("failed=1"), std::string::npos) << "a Job failed: " << jobs;
 }
 
+// Runs `command` in a pod of `image` to completion; returns its log.
+std::string run_pod(const std::string& ns, const std::string& name, const std::string& image,
+                    const Json& command, const std::string& service_account = "") {
+  Json spec = {
+      {"restartPolicy", "Never"},
+      {"automountServiceAccountToken", !service_account.empty()},
+      {"containers", Json::array({{{"name", name},
+                                   {"image", image},
+                                   {"imagePullPolicy", "Never"},
+                                   {"env", Json::array({{{"name", "HOME"}, {"value", "/tmp"}}})},
+                                   {"command", command}}})}};
+  if (!service_account.empty()) {
+    spec["serviceAccountName"] = service_account;
+  }
+  apply({{"apiVersion", "v1"},
+         {"kind", "Pod"},
+         {"metadata", {{"name", name}, {"namespace", ns}}},
+         {"spec", spec}});
+  std::string phase;
+  EXPECT_TRUE(eventually(
+      [&] {
+        phase = kubectl("-n " + ns + " get pod " + name + " -o jsonpath={.status.phase}");
+        return phase == "Succeeded" || phase == "Failed";
+      },
+      90s))
+      << kubectl("-n " + ns + " describe pod " + name);
+  EXPECT_EQ(phase, "Succeeded") << kubectl("-n " + ns + " logs " + name);
+  return kubectl("-n " + ns + " logs " + name);
+}
+
+TEST(Cluster, TheImageCarriesEveryLibraryItsBinaryLinks) {
+  install_operator();
+  auto client = controller::testing::admin_client();
+  std::string ns = controller::testing::make_namespace(client, "cl-image");
+  std::string out =
+      run_pod(ns, "ldd", node_env().image, Json::array({"ldd", "/usr/local/bin/outbox-operator"}));
+  EXPECT_EQ(out.find("not found"), std::string::npos) << out;
+  EXPECT_NE(out.find("librdkafka"), std::string::npos) << out;
+  EXPECT_NE(run_pod(ns, "version", node_env().image,
+                    Json::array({"/usr/local/bin/outbox-operator", "--version"}))
+                .find("outbox-operator"),
+            std::string::npos);
+  kubectl("delete namespace " + ns + " --wait=false");
+}
+
 TEST(Cluster, RelayServiceAccountCanDoExactlyWhatTheRelayNeeds) {
   RelayUnderTest r("cl-rbac");
   r.apply({{"relay", {{"replicas", 1}}}});
