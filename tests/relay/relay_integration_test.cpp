@@ -312,11 +312,15 @@ TEST(Relay, LaterEventsOfAKeyOnAnotherTopicWaitUntilItsRefusedHeadIsDelivered) {
   OutboxTestTable t;
   const std::string refusing = t.topic + "-refusing";
   TopicAdmin admin;
-  // Every record's timestamp lies before the broker's clock when it arrives, so the
-  // broker answers INVALID_TIMESTAMP: a refusal that may pass, an attempt counted.
+  // A record whose timestamp lies before the broker's clock when it arrives is
+  // refused with INVALID_TIMESTAMP: a refusal that may pass, an attempt counted.
   admin.create(refusing, 1, {{"message.timestamp.before.max.ms", "0"}});
   admin.create(t.topic, 3, {});
   auto c = t.relay_config();
+  // The timestamp is taken when the relay hands a message over; lingering that
+  // long before sending makes every record late (on loopback, a record sent at
+  // once can arrive within the millisecond it was stamped and pass).
+  c.kafka.linger = 100ms;
   c.publish.router = relay::TopicRouter(t.topic, {{"head", refusing}});
   c.publish.max_attempts = 1000;  // keep retrying (every 0.2 s up to 1 s) until the topic is fixed
   ThreadRelay relay(c);
