@@ -281,7 +281,7 @@ void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   in_flight_since_ = claimed_at;
   if (std::size_t left_out = publisher_.send(std::move(batch)); left_out > 0) {
-    // Not lost: they stay pending and the next claim returns them.
+    // Not lost: they stay pending, untouched, and a later claim returns them.
     spdlog::debug(
         "{} events wait for a later batch: an earlier event of their key in this "
         "batch goes to another topic",
