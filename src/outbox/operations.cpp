@@ -146,7 +146,7 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
   for (const auto& r : tx.exec_params(
            "SELECT h.biz_id, " + ts("h.next_retry_time") + ", (SELECT count(*) FROM " + q +
                " e WHERE e.status = 0 AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + q +
-               " h WHERE h.status = 0 AND h.retry_count > 0 AND h.next_retry_time > now() "
+               " h WHERE h.status = 0 AND h.retry_count > 0 "
                "ORDER BY h.next_retry_time DESC LIMIT $1",
            top)) {
     in.blocked_keys.push_back(

@@ -5,12 +5,16 @@ namespace outbox {
 OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
     : conn_(conn), table_(std::move(table)) {
   const std::string q = table_.quoted();
-  // blocked: keys whose earliest retrying event is not due yet; computed once per
-  // claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
-  // re-probing it per candidate row). e: candidates in id order from the
-  // "_pending" index, which stays small however many sent rows the table holds.
+  // blocked: the earliest retrying event of each key, due or not; computed once
+  // per claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
+  // re-probing it per candidate row). Every later event of such a key waits: while
+  // the retry is not due, and also once it is, since the retry may fail again and
+  // a later event sent beside it could be delivered meanwhile (to another topic
+  // or partition, where nothing orders the two). So a due retry is claimed alone for its key, and
+  // its key's later events are claimed once it is marked sent or FAILED. e: candidates in id order
+  // from the "_pending" index, which stays small however many sent rows the table holds.
   claim_sql_ = "WITH blocked AS MATERIALIZED (SELECT biz_id, min(id) AS head FROM " + q +
-               " WHERE status = 0 AND retry_count > 0 AND next_retry_time > now() GROUP BY biz_id) "
+               " WHERE status = 0 AND retry_count > 0 GROUP BY biz_id) "
                "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
                "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
                "e.retry_count, e.shard FROM " +

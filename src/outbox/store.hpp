@@ -55,8 +55,10 @@ class OutboxStore {
   OutboxStore(pqxx::connection& conn, TableName table);
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
-  // event whose key has an earlier pending event still waiting for its retry
-  // (per-key order). `exclude_ids` holds the events of a batch still in flight.
+  // event whose key has an earlier pending event that already failed once, due
+  // or not (per-key order: a retry is claimed alone for its key, and the key's
+  // later events only after it is settled). `exclude_ids` holds the events of a
+  // batch still in flight.
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids = {});
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
@@ -13,18 +14,31 @@ BatchOutcome BatchPublisher::publish(OutboxStore& store, const std::vector<Outbo
   return write_back(store, settle());
 }
 
-void BatchPublisher::send(std::vector<OutboxEvent> batch) {
-  batch_ = std::move(batch);
+std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch) {
+  batch_.clear();
   produced_.clear();
   unroutable_.clear();
+  batch_.reserve(batch.size());
   std::vector<kafka::Message> messages;
-  messages.reserve(batch_.size());
-  for (std::size_t i = 0; i < batch_.size(); ++i) {
-    const OutboxEvent& e = batch_[i];
+  messages.reserve(batch.size());
+  std::unordered_map<std::string, std::string> key_topic;  // the topic a key sends to in this batch
+  std::unordered_set<std::string> cut;                     // keys whose later events wait
+  std::size_t left_out = 0;
+  for (OutboxEvent& e : batch) {
+    if (cut.count(e.biz_id) != 0) {
+      ++left_out;
+      continue;
+    }
     std::string topic = policy_.router.topic_for(e.biz_type);
     if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
       // A route that can never work: poison, isolated rather than blocking its key.
       unroutable_.push_back({e.id, true, {}, "routing: " + problem});
+      batch_.push_back(std::move(e));
+      continue;
+    }
+    if (auto [it, first] = key_topic.try_emplace(e.biz_id, topic); !first && it->second != topic) {
+      cut.insert(e.biz_id);
+      ++left_out;
       continue;
     }
     messages.push_back(
@@ -32,10 +46,12 @@ void BatchPublisher::send(std::vector<OutboxEvent> batch) {
          e.biz_id,
          e.payload,
          {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
-    produced_.push_back(i);
+    produced_.push_back(batch_.size());
+    batch_.push_back(std::move(e));
   }
   producer_.send(messages);
   in_flight_ = true;
+  return left_out;
 }
 
 std::vector<std::int64_t> BatchPublisher::ids_in_flight() const {
@@ -49,32 +65,36 @@ std::vector<std::int64_t> BatchPublisher::ids_in_flight() const {
   return ids;
 }
 
-Settlement BatchPublisher::settle() {
+Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
+                            const std::vector<kafka::Delivery>& deliveries,
+                            const PublishPolicy& policy, std::mt19937_64& rng) {
+  // The producer reports on every message it was given; should one report be
+  // missing, the event counts as not delivered (pending, no attempt counted).
+  const kafka::Delivery missing{kafka::ErrorClass::kUnreachable, "no delivery report", -1, -1};
   Settlement s;
-  if (!in_flight_) {
-    return s;
-  }
-  std::vector<kafka::Delivery> deliveries = producer_.collect();
-  in_flight_ = false;
-  s.decisions = std::move(unroutable_);
-  unroutable_.clear();
   BatchOutcome& out = s.outcome;
-  std::set<std::string> blocked_keys;  // keys with an earlier event not delivered in this batch
+  // Per key, the first event of this batch that was not delivered.
+  std::unordered_map<std::string, const OutboxEvent*> undelivered;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (std::size_t m = 0; m < deliveries.size(); ++m) {
-    const OutboxEvent& e = batch_[produced_[m]];
-    const kafka::Delivery& d = deliveries[m];
+  for (std::size_t m = 0; m < sent.size(); ++m) {
+    const OutboxEvent& e = sent[m];
+    const kafka::Delivery& d = m < deliveries.size() ? deliveries[m] : missing;
     switch (d.error_class) {
       case kafka::ErrorClass::kNone:
-        if (blocked_keys.count(e.biz_id) != 0) {
+        if (auto it = undelivered.find(e.biz_id); it != undelivered.end()) {
+          // Delivered is delivered: the relay cannot take it back, only say so.
           ++out.order_anomalies;
+          spdlog::warn(
+              "order anomaly on key '{}': event {} (id {}) reached Kafka although the earlier "
+              "event {} (id {}) of its key was not delivered; consumers may see them out of order",
+              e.biz_id, e.event_id, e.id, it->second->event_id, it->second->id);
         }
         s.delivered.push_back(e.id);
         break;
       case kafka::ErrorClass::kUnreachable:
         // Not the event's fault: leave it pending as it was, burn no attempt.
         out.kafka_unreachable = true;
-        blocked_keys.insert(e.biz_id);
+        undelivered.try_emplace(e.biz_id, &e);
         ++out.deferred;
         break;
       case kafka::ErrorClass::kPermanent:
@@ -82,27 +102,55 @@ Settlement BatchPublisher::settle() {
         break;
       case kafka::ErrorClass::kRetryable: {
         int attempts = e.retry_count + 1;
-        bool give_up = attempts >= policy_.max_attempts;
-        s.decisions.push_back(
-            {e.id, give_up, policy_.backoff.delay(attempts, unit(rng_)), d.error});
-        blocked_keys.insert(e.biz_id);
+        bool give_up = attempts >= policy.max_attempts;
+        s.decisions.push_back({e.id, give_up, policy.backoff.delay(attempts, unit(rng)), d.error});
+        undelivered.try_emplace(e.biz_id, &e);
         break;
       }
     }
   }
   // Every event not delivered holds its key back.
   const std::unordered_set<std::int64_t> delivered(s.delivered.begin(), s.delivered.end());
-  for (const OutboxEvent& e : batch_) {
+  for (const OutboxEvent& e : sent) {
     s.ids.push_back(e.id);
     if (delivered.count(e.id) == 0) {
       s.held_keys.insert(e.biz_id);
     }
   }
-  batch_.clear();
   out.delivered = s.delivered.size();
   for (const auto& d : s.decisions) {
     ++(d.failed ? out.failed : out.retried);
   }
+  return s;
+}
+
+Settlement BatchPublisher::settle() {
+  if (!in_flight_) {
+    return {};
+  }
+  std::vector<kafka::Delivery> deliveries = producer_.collect();
+  in_flight_ = false;
+  std::vector<OutboxEvent> sent;
+  sent.reserve(produced_.size());
+  std::vector<bool> was_produced(batch_.size(), false);
+  for (std::size_t i : produced_) {
+    sent.push_back(std::move(batch_[i]));
+    was_produced[i] = true;
+  }
+  Settlement s = judge_deliveries(sent, deliveries, policy_, rng_);
+  // Unroutable events were never produced: FAILED now, and like every event that
+  // was not delivered they hold their key for the next batch.
+  for (std::size_t i = 0; i < batch_.size(); ++i) {
+    if (!was_produced[i]) {
+      s.ids.push_back(batch_[i].id);
+      s.held_keys.insert(batch_[i].biz_id);
+    }
+  }
+  s.outcome.failed += unroutable_.size();
+  s.decisions.insert(s.decisions.end(), unroutable_.begin(), unroutable_.end());
+  unroutable_.clear();
+  produced_.clear();
+  batch_.clear();
   return s;
 }
 

@@ -42,6 +42,15 @@ struct Settlement {
   std::vector<std::int64_t> ids;  // every event of the batch
 };
 
+// The broker's verdict on events sent in this order (`deliveries[i]` reports on
+// `sent[i]`): what to mark sent, what to reschedule or fail, which keys to hold.
+// A delivered event whose key has an earlier event of `sent` that was not
+// delivered is an order anomaly: it is counted, and a warning names the key and
+// both events, since consumers may see the two out of order.
+Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
+                            const std::vector<kafka::Delivery>& deliveries,
+                            const PublishPolicy& policy, std::mt19937_64& rng);
+
 // Publishes claimed batches and writes their outcome back: delivered events are
 // marked in one statement, failures recorded in one more. No transaction spans
 // the Kafka round trip.
@@ -57,9 +66,16 @@ class BatchPublisher {
   // send + settle + write_back, for callers that need no overlap.
   BatchOutcome publish(OutboxStore& store, const std::vector<OutboxEvent>& batch);
 
-  void send(std::vector<OutboxEvent> batch);
+  // Sends the batch, except that a key's events go to one topic per batch: from
+  // the first event of a key that routes elsewhere than the key's earlier events
+  // in the batch, the key's events are left out (they stay pending, untouched,
+  // and a later claim returns them). Kafka orders a key's events only within a
+  // partition, so across topics the later event could be delivered while the
+  // earlier one fails. Returns how many events were left out.
+  std::size_t send(std::vector<OutboxEvent> batch);
   bool in_flight() const { return in_flight_; }
-  // The ids of the batch in flight, for the next claim to leave out.
+  // The ids of the batch in flight (without the events send() left out), for the
+  // next claim to leave out.
   std::vector<std::int64_t> ids_in_flight() const;
   Settlement settle();
   // Writes a settlement back; returns its outcome with the FAILED events logged.

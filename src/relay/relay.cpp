@@ -280,7 +280,13 @@ void Relay::idle(const std::atomic<bool>& stop) {
 void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   in_flight_since_ = claimed_at;
-  publisher_.send(std::move(batch));
+  if (std::size_t left_out = publisher_.send(std::move(batch)); left_out > 0) {
+    // Not lost: they stay pending, untouched, and a later claim returns them.
+    spdlog::debug(
+        "{} events wait for a later batch: an earlier event of their key in this "
+        "batch goes to another topic",
+        left_out);
+  }
 }
 
 // With batch k in flight and batch k-1 settled: writes k-1 back on the lock
@@ -291,7 +297,8 @@ void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed
 // Per-key order: k+1 is produced only after k's reports are in, and without the
 // events of any key that k or k-1 did not fully deliver: the claim of k+1 may
 // not see their failures yet (they stay pending; a claim after the write-back
-// holds the key back behind its retry).
+// holds the key back behind its retry). Inside one batch, send() keeps each key
+// on one topic, and the claim never puts a retry beside later events of its key.
 void Relay::advance_pipeline(const std::atomic<bool>& stop) {
   // Rebalancing may release shards, so it waits until nothing is in flight: a
   // shard is never handed over with its events still on the way.

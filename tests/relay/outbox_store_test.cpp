@@ -206,6 +206,31 @@ TEST(OutboxStore, AnEventWaitingForItsRetryBlocksLaterEventsOfItsKeyOnly) {
   EXPECT_EQ(t.count("status = 2 AND retry_count = 2"), 1);
 }
 
+// A retry that is due may fail again; a later event of its key claimed beside it
+// could be delivered meanwhile (on another topic or partition). So the retry is
+// claimed alone for its key, and the key's later events once it is settled.
+TEST(OutboxStore, ADueRetryIsClaimedAloneForItsKey) {
+  OutboxTestTable t;
+  t.insert(9, 3);  // keys k0 k1 k2, three events each
+  pqxx::connection conn(t.dsn);
+  OutboxStore store(conn, t.table);
+  auto batch = store.claim_batch(all_shards(16), 100);
+  ASSERT_EQ(batch.size(), 9u);
+  const OutboxEvent head = batch[0];  // first event of k0
+  store.record_failures({{head.id, false, std::chrono::milliseconds(0), "broker said no"}});
+  auto next = store.claim_batch(all_shards(16), 100);
+  ASSERT_EQ(next.size(), 7u) << "the due head and the six events of the other keys";
+  for (const auto& e : next) {
+    EXPECT_TRUE(e.biz_id != head.biz_id || e.id == head.id)
+        << "event " << e.id << " was claimed beside its key's due retry";
+  }
+  EXPECT_EQ(next.front().id, head.id);
+  EXPECT_EQ(next.front().retry_count, 1);
+  // Delivered this time: its key's later events are claimed again.
+  store.mark_sent({head.id}, false);
+  EXPECT_EQ(store.claim_batch(all_shards(16), 100).size(), 8u);
+}
+
 TEST(OutboxStore, MarkSentChangesOnlyPendingRowsAndDeleteModeDeletes) {
   OutboxTestTable t;
   t.insert(10, 5);

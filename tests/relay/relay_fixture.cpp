@@ -50,6 +50,7 @@ std::vector<Consumed> consume_all(const std::vector<std::string>& topics, std::s
       c.payload.assign(static_cast<const char*>(m->payload()), m->len());
       c.partition = m->partition();
       c.offset = m->offset();
+      c.timestamp_ms = m->timestamp().timestamp;
       if (RdKafka::Headers* h = m->headers()) {
         for (const auto& header : h->get_all()) {
           c.headers[header.key()] =

@@ -25,6 +25,7 @@ struct Consumed {
   std::string payload;
   int partition = -1;
   long long offset = -1;
+  long long timestamp_ms = -1;  // the producer's create time
   std::map<std::string, std::string> headers;
 };
 

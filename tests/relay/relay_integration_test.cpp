@@ -2,7 +2,11 @@
 // delivery, headers, replicas, kill -9, broker outage, poison events, restarts.
 #include <gtest/gtest.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include <fstream>
+#include <stdexcept>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +31,98 @@ using testing::ThreadRelay;
 std::string log_path(const std::string& name) {
   return "/tmp/" + testbed::unique_name(name) + ".log";
 }
+
+// Creates topics with particular settings and changes them, through librdkafka's
+// admin API, against the test bed's broker.
+class TopicAdmin {
+ public:
+  TopicAdmin() {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", testbed::kafka_bootstrap().c_str(), err,
+                          sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      throw std::runtime_error(err);
+    }
+    handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (handle_ == nullptr) {
+      throw std::runtime_error(err);
+    }
+    queue_ = rd_kafka_queue_new(handle_);
+  }
+  ~TopicAdmin() {
+    rd_kafka_queue_destroy(queue_);
+    rd_kafka_destroy(handle_);
+  }
+  TopicAdmin(const TopicAdmin&) = delete;
+  TopicAdmin& operator=(const TopicAdmin&) = delete;
+
+  void create(const std::string& topic, int partitions,
+              const std::map<std::string, std::string>& config) {
+    char err[512];
+    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
+    if (t == nullptr) {
+      throw std::runtime_error(err);
+    }
+    for (const auto& [k, v] : config) {
+      rd_kafka_NewTopic_set_config(t, k.c_str(), v.c_str());
+    }
+    rd_kafka_CreateTopics(handle_, &t, 1, nullptr, queue_);
+    rd_kafka_NewTopic_destroy(t);
+    rd_kafka_event_t* ev = wait("CreateTopics " + topic);
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** r =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    std::string problem = n == 1 && rd_kafka_topic_result_error(r[0]) != RD_KAFKA_RESP_ERR_NO_ERROR
+                              ? rd_kafka_err2str(rd_kafka_topic_result_error(r[0]))
+                              : "";
+    rd_kafka_event_destroy(ev);
+    if (!problem.empty()) {
+      throw std::runtime_error("creating topic " + topic + ": " + problem);
+    }
+  }
+
+  // AlterConfigs replaces the topic's overrides with `config` as a whole.
+  void set_config(const std::string& topic, const std::map<std::string, std::string>& config) {
+    rd_kafka_ConfigResource_t* res =
+        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+    for (const auto& [k, v] : config) {
+      rd_kafka_ConfigResource_set_config(res, k.c_str(), v.c_str());
+    }
+    rd_kafka_AlterConfigs(handle_, &res, 1, nullptr, queue_);
+    rd_kafka_ConfigResource_destroy(res);
+    rd_kafka_event_t* ev = wait("AlterConfigs " + topic);
+    std::size_t n = 0;
+    const rd_kafka_ConfigResource_t** r =
+        rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &n);
+    std::string problem =
+        n == 1 && rd_kafka_ConfigResource_error(r[0]) != RD_KAFKA_RESP_ERR_NO_ERROR
+            ? rd_kafka_err2str(rd_kafka_ConfigResource_error(r[0]))
+            : "";
+    rd_kafka_event_destroy(ev);
+    if (!problem.empty()) {
+      throw std::runtime_error("altering topic " + topic + ": " + problem);
+    }
+  }
+
+ private:
+  // The next admin result; throws on a request-level error (the event is the caller's otherwise).
+  rd_kafka_event_t* wait(const std::string& what) {
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue_, 30'000);
+    if (ev == nullptr) {
+      throw std::runtime_error(what + ": no answer in 30 s");
+    }
+    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::string problem = rd_kafka_event_error_string(ev);
+      rd_kafka_event_destroy(ev);
+      throw std::runtime_error(what + ": " + problem);
+    }
+    return ev;
+  }
+
+  rd_kafka_t* handle_ = nullptr;
+  rd_kafka_queue_t* queue_ = nullptr;
+};
 
 TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   OutboxTestTable t;
@@ -204,6 +300,85 @@ TEST(Relay, AnInvalidRouteFailsOnlyTheEventsItRoutes) {
   ASSERT_TRUE(
       eventually([&] { return t.count("status = 1") == 5 && t.count("status = 2") == 1; }, 30s));
   EXPECT_EQ(t.count("status = 2 AND last_error LIKE 'routing:%'"), 1);
+}
+
+// Kafka orders a key's events within one partition only. When the head of a key
+// is refused and later events of the key route to another topic, only the relay
+// can keep them from being delivered first: at the head's first attempt (one
+// batch holds them all) and at each of its retries (issue 12: the due retry was
+// claimed together with the later events, which were delivered while it failed
+// again). Other keys on the same topic keep flowing meanwhile.
+TEST(Relay, LaterEventsOfAKeyOnAnotherTopicWaitUntilItsRefusedHeadIsDelivered) {
+  OutboxTestTable t;
+  const std::string refusing = t.topic + "-refusing";
+  TopicAdmin admin;
+  // A record whose timestamp lies before the broker's clock when it arrives is
+  // refused with INVALID_TIMESTAMP: a refusal that may pass, an attempt counted.
+  admin.create(refusing, 1, {{"message.timestamp.before.max.ms", "0"}});
+  admin.create(t.topic, 3, {});
+  auto c = t.relay_config();
+  // The timestamp is taken when the relay hands a message over; lingering that
+  // long before sending makes every record late (on loopback, a record sent at
+  // once can arrive within the millisecond it was stamped and pass).
+  c.kafka.linger = 100ms;
+  c.publish.router = relay::TopicRouter(t.topic, {{"head", refusing}});
+  c.publish.max_attempts = 1000;  // keep retrying (every 0.2 s up to 1 s) until the topic is fixed
+  ThreadRelay relay(c);
+  auto enqueue_all = [&](const std::vector<std::tuple<std::string, std::string, int>>& events) {
+    pqxx::connection conn(t.dsn);
+    pqxx::work tx(conn);
+    for (const auto& [type, key, seq] : events) {
+      enqueue(tx, t.table, type, key, nlohmann::json{{"seq", seq}, {"key", key}}.dump());
+    }
+    tx.commit();
+  };
+  auto head_attempts = [&] {
+    pqxx::connection conn(t.dsn);
+    return pqxx::nontransaction(conn)
+        .exec("SELECT retry_count FROM " + t.table.quoted() + " WHERE biz_type = 'head'")[0][0]
+        .as<int>();
+  };
+
+  // The head and a later event of its key in one transaction: one batch.
+  enqueue_all({{"head", "k", 0}, {"later", "k", 1}, {"later", "other", 100}});
+  ASSERT_TRUE(eventually(
+      [&] { return head_attempts() >= 1 && t.count("biz_id = 'other' AND status = 1") == 1; },
+      30s));
+  // More events of the key while the head waits for its retry; they must wait
+  // through at least two retries that come due beside them.
+  enqueue_all({{"later", "k", 2}, {"later", "k", 3}, {"later", "other", 101}});
+  const int attempts_before = head_attempts();
+  ASSERT_TRUE(eventually([&] { return head_attempts() >= attempts_before + 2; }, 30s));
+  ASSERT_TRUE(eventually([&] { return t.count("biz_id = 'other' AND status = 1") == 2; }, 30s))
+      << "a key without a failing event is not held up";
+  auto early = consume_all({t.topic}, 2, 20s);
+  for (const auto& m : early) {
+    EXPECT_NE(m.key, "k") << "seq " << m.payload << " of key k reached Kafka while its head "
+                          << "was still refused";
+  }
+  EXPECT_EQ(t.count("biz_id = 'k' AND biz_type = 'later' AND (status <> 0 OR retry_count > 0)"), 0)
+      << "the later events of k were never attempted";
+
+  admin.set_config(refusing, {{"message.timestamp.before.max.ms", "9223372036854775807"}});
+  ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 6; }, 60s))
+      << t.count("status = 0") << " pending, " << t.count("status = 2") << " failed";
+  auto got = consume_all({refusing, t.topic}, 6, 30s);
+  EXPECT_EQ(distinct_seqs(got), 6u);
+  long long head_at = -1;
+  for (const auto& m : got) {
+    if (m.topic == refusing) {
+      head_at = m.timestamp_ms;
+    }
+  }
+  ASSERT_GE(head_at, 0) << "the head reached Kafka";
+  for (const auto& m : got) {
+    if (m.key == "k" && m.topic == t.topic) {
+      EXPECT_GE(m.timestamp_ms, head_at) << m.payload << " was produced before its head";
+    }
+  }
+  EXPECT_NE(relay.registry().render().find("outbox_order_anomalies_total{table=\"" +
+                                           t.table.plain() + "\"} 0"),
+            std::string::npos);
 }
 
 TEST(Relay, ReconnectsAfterPostgresRestartsUnderIt) {

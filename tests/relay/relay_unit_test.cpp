@@ -3,6 +3,11 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <random>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "common/duration.hpp"
 #include "common/log.hpp"
 #include "kafka/producer.hpp"
@@ -10,6 +15,7 @@
 #include "outbox/store.hpp"
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
+#include "relay/batch_publisher.hpp"
 #include "relay/topic_router.hpp"
 
 namespace outbox {
@@ -115,6 +121,89 @@ TEST(MetricsRegistry, RendersPrometheusText) {
   EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"+Inf\"} 2"), std::string::npos);
   EXPECT_NE(text.find("outbox_batch_size_count{table=\"t\"} 2"), std::string::npos);
   EXPECT_THROW(r.gauge("outbox_events_published_total", "x"), std::logic_error);
+}
+
+// Sends every log line to a ring buffer while it lives.
+class CapturedLog {
+ public:
+  CapturedLog()
+      : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)),
+        previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
+    logger->set_level(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::vector<std::string> warnings() const {
+    std::vector<std::string> out;
+    for (const auto& m : sink_->last_raw()) {
+      if (m.level == spdlog::level::warn) {
+        out.emplace_back(m.payload.begin(), m.payload.end());
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+OutboxEvent event(std::int64_t id, const std::string& key) {
+  OutboxEvent e;
+  e.id = id;
+  e.event_id = "00000000-0000-0000-0000-" + std::string(12 - std::to_string(id).size(), '0') +
+               std::to_string(id);
+  e.biz_type = "order";
+  e.biz_id = key;
+  return e;
+}
+
+kafka::Delivery delivered() {
+  return {};
+}
+kafka::Delivery refused() {
+  return {kafka::ErrorClass::kRetryable, "Broker: Invalid timestamp", -1, -1};
+}
+
+// The anomaly counter never moves silently: each count comes with a warning that
+// names the key, the event that reached Kafka and the earlier one that did not.
+TEST(JudgeDeliveries, AnOrderAnomalyIsCountedAndLoggedWithTheKeyAndBothEvents) {
+  relay::PublishPolicy policy;
+  std::mt19937_64 rng(1);
+  std::vector<OutboxEvent> sent = {event(1, "k"), event(2, "other"), event(3, "k"), event(4, "k")};
+  CapturedLog log;
+  relay::Settlement s = relay::judge_deliveries(
+      sent, {refused(), delivered(), delivered(), delivered()}, policy, rng);
+  EXPECT_EQ(s.outcome.order_anomalies, 2u);
+  EXPECT_EQ(s.outcome.delivered, 3u);
+  EXPECT_EQ(s.outcome.retried, 1u);
+  EXPECT_EQ(s.held_keys, std::set<std::string>{"k"});
+  auto warnings = log.warnings();
+  ASSERT_EQ(warnings.size(), 2u) << "one warning per counted anomaly";
+  for (std::size_t i = 0; i < warnings.size(); ++i) {
+    const std::string& w = warnings[i];
+    EXPECT_NE(w.find("'k'"), std::string::npos) << w;
+    EXPECT_NE(w.find(sent[0].event_id), std::string::npos) << "the earlier event: " << w;
+    EXPECT_NE(w.find(sent[2 + i].event_id), std::string::npos) << "the later event: " << w;
+  }
+}
+
+TEST(JudgeDeliveries, InOrderOutcomesCountNoAnomalyAndLogNothing) {
+  relay::PublishPolicy policy;
+  std::mt19937_64 rng(1);
+  std::vector<OutboxEvent> sent = {event(1, "k"), event(2, "other"), event(3, "k")};
+  CapturedLog log;
+  // A refused last event of a key is no anomaly: nothing after it was delivered.
+  relay::Settlement s =
+      relay::judge_deliveries(sent, {delivered(), refused(), refused()}, policy, rng);
+  EXPECT_EQ(s.outcome.order_anomalies, 0u);
+  EXPECT_EQ(s.outcome.delivered, 1u);
+  EXPECT_EQ(s.outcome.retried, 2u);
+  EXPECT_EQ(s.held_keys, (std::set<std::string>{"k", "other"}));
+  EXPECT_TRUE(log.warnings().empty());
 }
 
 TEST(PgArray, TextLiteralsQuoteEveryElement) {
