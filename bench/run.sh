@@ -45,8 +45,13 @@ cmake --build "$build" --target relay_bench outbox-operator -j2 >&2
 was_up=0
 [ -f "$TESTBED_STATE/env" ] && was_up=1
 echo "== test bed ($TESTBED_STATE)" >&2
+# up.sh names the failing service and its log; stop here rather than source "".
+if ! env_file=$("$repo/scripts/testbed/up.sh" pg kafka | tail -n1) || [ ! -f "$env_file" ]; then
+  echo "bench: the test bed did not start (see the messages above); nothing was measured" >&2
+  exit 1
+fi
 # shellcheck disable=SC1090
-source "$("$repo/scripts/testbed/up.sh" pg kafka | tail -n1)"
+source "$env_file"
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 stop_testbed() {
   if [ "$was_up" -eq 0 ] && [ "$keep" -eq 0 ]; then
