@@ -1,5 +1,6 @@
 // The one-shot jobs the operator's CronJobs run: compensate and cleanup.
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
@@ -8,10 +9,45 @@
 #include "cli/database_options.hpp"
 #include "cli/publish_options.hpp"
 #include "common/duration.hpp"
+#include "controller/job_status.hpp"
+#include "controller/status_reporter.hpp"
 #include "outbox/retention.hpp"
 #include "relay/compensator.hpp"
 
 namespace outbox::cli {
+namespace {
+
+// --report-status and --kubeconfig, shared by both jobs: where the run's outcome goes.
+struct StatusTarget {
+  std::string target;  // namespace/name of the OutboxRelay, empty: no report
+  std::string kubeconfig;
+
+  void add_to(CLI::App& cmd, const std::string& field) {
+    cmd.add_option("--report-status", target,
+                   "namespace/name of an OutboxRelay whose status." + field +
+                       " this run writes when it ends")
+        ->check([](const std::string& text) {
+          try {
+            controller::StatusReporter::parse_target(text);
+            return std::string();
+          } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+          }
+        });
+    cmd.add_option("--kubeconfig", kubeconfig,
+                   "kubeconfig for --report-status (default: $KUBECONFIG, then in-cluster)");
+  }
+
+  void report(const controller::JobRun& run) const {
+    if (target.empty()) {
+      return;
+    }
+    auto [ns, name] = controller::StatusReporter::parse_target(target);
+    controller::report_job_run(kubeconfig, ns, name, run);
+  }
+};
+
+}  // namespace
 
 Action add_compensate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -24,6 +60,7 @@ Action add_compensate_command(CLI::App& app) {
     int batch_size = 200;
     std::string stale_after = "5m";
     std::string time_budget = "50s";
+    StatusTarget status;
   };
   auto o = std::make_shared<Options>();
   o->db.add_to(*cmd);
@@ -35,18 +72,41 @@ Action add_compensate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--time-budget", o->time_budget, "stop claiming after this long")
       ->capture_default_str();
+  o->status.add_to(*cmd, controller::kLastCompensationField);
   return [o]() {
-    relay::CompensationConfig c;
-    c.dsn = o->db.resolve_dsn();
-    c.table = o->db.table;
-    c.kafka = o->publish.producer_config();
-    c.publish = o->publish.policy();
-    c.batch_size = o->batch_size;
-    c.stale_after =
-        std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->stale_after));
-    c.time_budget = parse_duration(o->time_budget);
-    relay::CompensationReport r = relay::compensate(c);
+    controller::JobRun run;
+    run.field = controller::kLastCompensationField;
+    relay::CompensationReport r;
+    try {
+      relay::CompensationConfig c;
+      c.dsn = o->db.resolve_dsn();
+      c.table = o->db.table;
+      c.kafka = o->publish.producer_config();
+      c.publish = o->publish.policy();
+      c.batch_size = o->batch_size;
+      c.stale_after =
+          std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->stale_after));
+      c.time_budget = parse_duration(o->time_budget);
+      r = relay::compensate(c);
+    } catch (const std::exception& e) {
+      // The run's events are committed per batch, so some may have gone out; how many is lost
+      // with the exception, and a count from an earlier run must not stand beside "Failed".
+      run.succeeded = false;
+      run.counts = {{"published", std::nullopt}, {"failed", std::nullopt}};
+      run.message = std::string("compensation failed: ") + e.what();
+      run.finished = std::chrono::system_clock::now();
+      o->status.report(run);
+      throw;
+    }
     std::cout << r.summary_line() << "\n" << r.json() << std::endl;
+    run.succeeded = !r.kafka_unreachable;
+    run.counts = {{"published", static_cast<std::int64_t>(r.resent)},
+                  {"failed", static_cast<std::int64_t>(r.failed)}};
+    if (r.kafka_unreachable) {
+      run.message = "Kafka was unreachable; due events stay pending for the next run.";
+    }
+    run.finished = std::chrono::system_clock::now();
+    o->status.report(run);
     return r.kafka_unreachable ? 3 : 0;
   };
 }
@@ -60,6 +120,7 @@ Action add_cleanup_command(CLI::App& app) {
     int batch_size = 1000;
     std::string archive_table;
     std::string pause = "0ms";
+    StatusTarget status;
   };
   auto o = std::make_shared<Options>();
   o->db.add_to(*cmd);
@@ -70,19 +131,41 @@ Action add_cleanup_command(CLI::App& app) {
   cmd->add_option("--archive-table", o->archive_table,
                   "move rows to this table instead of deleting them");
   cmd->add_option("--pause", o->pause, "sleep between batches")->capture_default_str();
+  o->status.add_to(*cmd, controller::kLastCleanupField);
   return [o]() {
-    TableName table = TableName::parse(o->db.table);
+    controller::JobRun run;
+    run.field = controller::kLastCleanupField;
+    std::optional<TableName> table;
     RetentionConfig c;
-    c.keep_sent = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->keep_sent));
-    c.batch_size = o->batch_size;
-    c.pause = parse_duration(o->pause);
-    if (!o->archive_table.empty()) {
-      c.archive = TableName::parse(o->archive_table, "--archive-table");
+    RetentionReport r;
+    try {
+      table = TableName::parse(o->db.table);
+      c.keep_sent = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o->keep_sent));
+      c.batch_size = o->batch_size;
+      c.pause = parse_duration(o->pause);
+      if (!o->archive_table.empty()) {
+        c.archive = TableName::parse(o->archive_table, "--archive-table");
+      }
+      pqxx::connection conn(o->db.resolve_dsn());
+      r = run_retention(conn, *table, c);
+    } catch (const std::exception& e) {
+      // Earlier batches stay committed; their count is lost with the exception (see compensate).
+      run.succeeded = false;
+      run.counts = {{"deleted", std::nullopt}, {"archived", std::nullopt}};
+      run.message = std::string("cleanup failed: ") + e.what();
+      run.finished = std::chrono::system_clock::now();
+      o->status.report(run);
+      throw;
     }
-    pqxx::connection conn(o->db.resolve_dsn());
-    RetentionReport r = run_retention(conn, table, c);
+    const std::int64_t removed = r.removed;
+    run.counts = {{"deleted", c.archive ? 0 : removed}, {"archived", c.archive ? removed : 0}};
     if (!r.ran) {
-      std::cout << "cleanup: another cleanup of " << table.plain() << " is running; nothing done\n"
+      run.message = "another cleanup of " + table->plain() + " was running; nothing done";
+    }
+    run.finished = std::chrono::system_clock::now();
+    o->status.report(run);
+    if (!r.ran) {
+      std::cout << "cleanup: another cleanup of " << table->plain() << " is running; nothing done\n"
                 << R"({"ran":false,"removed":0,"batches":0})" << std::endl;
       return 0;
     }

@@ -122,6 +122,12 @@ std::vector<std::string> publish_args(const Json& relay, const RenderOptions& op
   return args;
 }
 
+// The relay and both jobs report into the OutboxRelay they were rendered from.
+std::string report_status_arg(const Json& relay) {
+  return "--report-status=" + relay.at("metadata").at("namespace").get<std::string>() + "/" +
+         relay.at("metadata").at("name").get<std::string>();
+}
+
 Json container(const std::string& name, const std::string& image, std::vector<std::string> args,
                Json env) {
   return {{"name", name},
@@ -136,8 +142,9 @@ Json container(const std::string& name, const std::string& image, std::vector<st
 Json pod_spec(const RelayNames& names, Json container, bool job) {
   Json spec = {
       {"serviceAccountName", names.deployment},
-      // Only the relay talks to the apiserver (its status report); jobs get no token.
-      {"automountServiceAccountToken", !job},
+      // Every pod writes its own part of the OutboxRelay's status (the relay status.backlog, the
+      // jobs status.lastCompensation and status.lastCleanup) with this ServiceAccount's token.
+      {"automountServiceAccountToken", true},
       {"securityContext", pod_security_context()},
       {"containers", Json::array({std::move(container)})},
       {"volumes", Json::array({{{"name", "tmp"},
@@ -213,8 +220,7 @@ std::vector<std::string> relay_args(const Json& relay, const RenderOptions& opti
   args.push_back("--poll-interval=" + value_at<std::string>(spec, "/relay/pollInterval", "2s"));
   args.push_back("--stuck-after=" + value_at<std::string>(spec, "/monitoring/stuckAfter", "10m"));
   args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
-  args.push_back("--report-status=" + relay.at("metadata").at("namespace").get<std::string>() +
-                 "/" + relay.at("metadata").at("name").get<std::string>());
+  args.push_back(report_status_arg(relay));
   return args;
 }
 
@@ -232,7 +238,8 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
                          {{"apiVersion", "v1"},
                           {"kind", "ServiceAccount"},
                           {"metadata", metadata(relay, names.deployment, "relay")}}});
-  // Exactly what the status report needs, on this one OutboxRelay; the operator's own
+  // Exactly what the status reports of the relay and the jobs need (a server-side apply and a
+  // merge patch of the status subresource), on this one OutboxRelay; the operator's own
   // ClusterRole holds all of it, which is what lets it grant this without `escalate`.
   out.objects.push_back({&owned::roles,
                          {{"apiVersion", "rbac.authorization.k8s.io/v1"},
@@ -311,6 +318,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
                        std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
   compensate.push_back("--stale-after=" +
                        value_at<std::string>(spec, "/compensation/staleAfter", "5m"));
+  compensate.push_back(report_status_arg(relay));
   out.objects.push_back(
       {&owned::cron_jobs,
        cron_job(relay, names, names.compensation, "compensation",
@@ -325,6 +333,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   if (!archive.empty()) {
     cleanup.push_back("--archive-table=" + archive);
   }
+  cleanup.push_back(report_status_arg(relay));
   out.objects.push_back(
       {&owned::cron_jobs,
        cron_job(relay, names, names.retention, "retention",

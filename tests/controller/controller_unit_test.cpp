@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "controller/job_status.hpp"
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
 
@@ -84,6 +85,78 @@ TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
   EXPECT_EQ(hash({}), hash({{"relay", {{"replicas", 5}}}}));
   EXPECT_NE(hash({}), hash({{"relay", {{"batchSize", 7}}}}));
   EXPECT_EQ(stable_hash("abc"), "e71fa2190541574b");
+}
+
+// Both jobs write their outcome into the OutboxRelay's status, so their pods carry the relay's
+// ServiceAccount token and name the resource; the relay's Role lets exactly that through.
+TEST(RenderRelay, CronJobPodsGetTheRelayTokenAndReportStatus) {
+  RenderOptions opts{"img:1", {}};
+  RenderedRelay r = render_relay(relay({{"retention", {{"archiveTable", "public.old"}}}}), opts);
+  for (const char* name : {"orders-compensate", "orders-cleanup"}) {
+    const Json* cron = find(r, "CronJob", name);
+    ASSERT_NE(cron, nullptr) << name;
+    const Json pod = cron->at("/spec/jobTemplate/spec/template/spec"_json_pointer);
+    EXPECT_EQ(pod.at("serviceAccountName"), "orders-relay") << name;
+    EXPECT_TRUE(pod.at("automountServiceAccountToken").get<bool>()) << name;
+    EXPECT_EQ(pod.at("restartPolicy"), "Never") << name;
+    const Json& args = pod.at("/containers/0/args"_json_pointer);
+    EXPECT_EQ(std::count(args.begin(), args.end(), "--report-status=shop/orders"), 1)
+        << name << ": " << args.dump();
+  }
+  const Json cleanup_args =
+      find(r, "CronJob", "orders-cleanup")
+          ->at("/spec/jobTemplate/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_EQ(cleanup_args.at(0), "cleanup");
+  EXPECT_NE(std::find(cleanup_args.begin(), cleanup_args.end(), "--archive-table=public.old"),
+            cleanup_args.end());
+  EXPECT_EQ(find(r, "CronJob", "orders-compensate")
+                ->at("/spec/jobTemplate/spec/template/spec/containers/0/args/0"_json_pointer),
+            "compensate");
+
+  const Json* role = find(r, "Role", "orders-relay");
+  ASSERT_NE(role, nullptr);
+  bool may_patch_status = false;
+  for (const Json& rule : role->at("rules")) {
+    const Json& verbs = rule.at("verbs");
+    if (rule.at("resources") == Json::array({"outboxrelays/status"})) {
+      EXPECT_EQ(rule.at("resourceNames"), Json::array({"orders"}));
+      may_patch_status = std::find(verbs.begin(), verbs.end(), "patch") != verbs.end();
+    }
+  }
+  EXPECT_TRUE(may_patch_status) << role->dump();
+}
+
+TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
+  JobRun ok;
+  ok.field = kLastCompensationField;
+  ok.counts = {{"published", 7}, {"failed", 1}};
+  ok.finished = std::chrono::system_clock::from_time_t(1'700'000'000);
+  EXPECT_EQ(job_status_patch(ok),
+            Json::parse(R"({"status":{"lastCompensation":{"time":"2023-11-14T22:13:20Z",
+              "outcome":"Succeeded","published":7,"failed":1,"message":null}}})"));
+
+  JobRun bad;
+  bad.field = kLastCleanupField;
+  bad.succeeded = false;
+  bad.counts = {{"deleted", std::nullopt}, {"archived", std::nullopt}};
+  bad.message = std::string(5000, 'x');
+  const Json p = job_status_patch(bad);
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(p.at("status").size(), 1u);
+  const Json& c = p.at("/status/lastCleanup"_json_pointer);
+  EXPECT_EQ(c.at("outcome"), "Failed");
+  EXPECT_TRUE(c.at("deleted").is_null());
+  EXPECT_TRUE(c.at("archived").is_null());
+  EXPECT_EQ(c.at("message").get<std::string>().size(), 1024u) << "the CRD's maxLength";
+
+  // The operator's server-side apply of its status never names the jobs' fields, so it neither
+  // owns nor removes them.
+  Json r = relay();
+  r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}}},
+                 {"lastCleanup", {{"outcome", "Failed"}}}};
+  const Json s = compute_status({r, nullptr, std::nullopt, std::chrono::system_clock::now()});
+  EXPECT_FALSE(s.contains("lastCompensation"));
+  EXPECT_FALSE(s.contains("lastCleanup"));
 }
 
 TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
