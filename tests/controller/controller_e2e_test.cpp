@@ -1,10 +1,14 @@
 // The controller against a real kube-apiserver and etcd (no kubelet, no controller-manager:
 // Deployments get no pods, so tests patch deployments/status as the admin), and, for the
-// backlog report, a real relay process against the test bed's PostgreSQL and Kafka.
+// backlog report and the jobs' last runs, the real binary against the test bed's PostgreSQL and
+// Kafka.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include <pqxx/pqxx>
+
+#include "../jobs/cli_runner.hpp"
 #include "controller/relay_resources.hpp"
 #include "controller_fixture.hpp"
 #include "relay_fixture.hpp"
@@ -383,6 +387,113 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
       },
       60s));
   EXPECT_EQ(table.count("status = 1"), 5);
+}
+
+// The compensation and retention jobs, run by the real binary with the arguments the controller
+// rendered into their CronJobs, write status.lastCompensation and status.lastCleanup with the
+// right counts; a failed database run exits non-zero and says Failed; a later status write of
+// the controller keeps both; a status report that cannot be written leaves the exit code alone.
+TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
+  outbox::testing::OutboxTestTable table;
+  testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
+  testing::ControllerProcess ctl(ns, {}, "jobs-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table.table.plain();
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", table.topic}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  // The command line of a CronJob's pod, run here with the admin kubeconfig in place of the
+  // ServiceAccount token; each argument single-quoted for the shell.
+  auto job_command = [&](const std::string& cron_job,
+                         const std::map<std::string, std::string>& replace = {}) {
+    Json c = get(owned::cron_jobs, cron_job)
+                 .at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer);
+    std::string cmd = OUTBOX_BINARY;
+    for (const Json& a : c.at("args")) {
+      std::string s = a;
+      for (const auto& [prefix, value] : replace) {
+        if (s.rfind(prefix, 0) == 0) {
+          s = prefix + value;
+        }
+      }
+      cmd += " '" + s + "'";
+    }
+    return cmd + " '--kubeconfig=" + testbed::kubeconfig_path() + "'";
+  };
+
+  table.insert(10, 3);  // no relay runs: the compensation run publishes all of them
+  auto comp = outbox::testing::run_cli(table.dsn, job_command("orders-compensate"));
+  ASSERT_EQ(comp.exit_code, 0) << comp.output;
+  EXPECT_EQ(table.count("status = 1"), 10);
+  Json r = relay("orders");
+  ASSERT_TRUE(r.contains("/status/lastCompensation"_json_pointer)) << r.at("status").dump();
+  Json comp_status = r.at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(comp_status.at("published"), 10);
+  EXPECT_EQ(comp_status.at("failed"), 0);
+  EXPECT_FALSE(comp_status.contains("message"));
+  EXPECT_TRUE(comp_status.at("time").is_string());
+  EXPECT_FALSE(condition(r, "Ready").empty()) << "the controller's conditions are still there";
+
+  // Six of the ten sent events are past spec.retention.keepSent (24h).
+  {
+    pqxx::connection conn(table.dsn);
+    pqxx::work tx(conn);
+    tx.exec("UPDATE " + table.table.quoted() +
+            " SET sent_at = now() - interval '2 days' WHERE id IN (SELECT id FROM " +
+            table.table.quoted() + " ORDER BY id LIMIT 6)");
+    tx.commit();
+  }
+  auto clean = outbox::testing::run_cli(table.dsn, job_command("orders-cleanup"));
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_EQ(table.count("true"), 4);
+  r = relay("orders");
+  ASSERT_TRUE(r.contains("/status/lastCleanup"_json_pointer)) << r.at("status").dump();
+  Json clean_status = r.at("/status/lastCleanup"_json_pointer);
+  EXPECT_EQ(clean_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(clean_status.at("deleted"), 6);
+  EXPECT_EQ(clean_status.at("archived"), 0);
+  EXPECT_EQ(r.at("/status/lastCompensation"_json_pointer), comp_status)
+      << "the cleanup job left the compensation's field alone";
+
+  // A spec change makes the controller write its status again (observedGeneration): a
+  // server-side apply of only its own fields, which keeps the jobs' fields.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"relay", {{"replicas", 3}}}}}});
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  r = relay("orders");
+  EXPECT_EQ(r.at("/status/lastCompensation"_json_pointer), comp_status);
+  EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
+
+  // A run whose database is unreachable exits non-zero and reports Failed with the reason; the
+  // counts of the previous run do not stay beside it.
+  auto failed = outbox::testing::run_cli("postgresql://outbox@127.0.0.1:1/none?connect_timeout=2",
+                                         job_command("orders-compensate"));
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  r = relay("orders");
+  Json failed_status = r.at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(failed_status.at("outcome"), "Failed") << failed_status.dump();
+  EXPECT_NE(failed_status.value("message", "").find("compensation failed"), std::string::npos)
+      << failed_status.dump();
+  EXPECT_FALSE(failed_status.contains("published")) << failed_status.dump();
+  EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
+  EXPECT_FALSE(condition(r, "Ready").empty());
+
+  // The next good run clears the message again.
+  comp = outbox::testing::run_cli(table.dsn, job_command("orders-compensate"));
+  ASSERT_EQ(comp.exit_code, 0) << comp.output;
+  comp_status = relay("orders").at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(comp_status.at("published"), 0);
+  EXPECT_FALSE(comp_status.contains("message")) << comp_status.dump();
+
+  // A status report that cannot be written (no such OutboxRelay) is logged; the exit code stays
+  // the database run's.
+  auto orphan = outbox::testing::run_cli(
+      table.dsn, job_command("orders-cleanup", {{"--report-status=", ns + "/missing"}}));
+  EXPECT_EQ(orphan.exit_code, 0) << orphan.output;
+  EXPECT_NE(orphan.output.find("could not report status.lastCleanup"), std::string::npos)
+      << orphan.output;
 }
 
 }  // namespace
