@@ -92,7 +92,7 @@ Action add_compensate_command(CLI::App& app) {
       // The run's events are committed per batch, so some may have gone out; how many is lost
       // with the exception, and a count from an earlier run must not stand beside "Failed".
       run.succeeded = false;
-      run.counts = {{"published", std::nullopt}, {"failed", std::nullopt}};
+      run.counts = {{"resent", std::nullopt}, {"failed", std::nullopt}};
       run.message = std::string("compensation failed: ") + e.what();
       run.finished = std::chrono::system_clock::now();
       o->status.report(run);
@@ -100,7 +100,7 @@ Action add_compensate_command(CLI::App& app) {
     }
     std::cout << r.summary_line() << "\n" << r.json() << std::endl;
     run.succeeded = !r.kafka_unreachable;
-    run.counts = {{"published", static_cast<std::int64_t>(r.resent)},
+    run.counts = {{"resent", static_cast<std::int64_t>(r.resent)},
                   {"failed", static_cast<std::int64_t>(r.failed)}};
     if (r.kafka_unreachable) {
       run.message = "Kafka was unreachable; due events stay pending for the next run.";
@@ -151,14 +151,14 @@ Action add_cleanup_command(CLI::App& app) {
     } catch (const std::exception& e) {
       // Earlier batches stay committed; their count is lost with the exception (see compensate).
       run.succeeded = false;
-      run.counts = {{"deleted", std::nullopt}, {"archived", std::nullopt}};
+      run.counts = {{"removed", std::nullopt}, {"archived", std::nullopt}};
       run.message = std::string("cleanup failed: ") + e.what();
       run.finished = std::chrono::system_clock::now();
       o->status.report(run);
       throw;
     }
     const std::int64_t removed = r.removed;
-    run.counts = {{"deleted", c.archive ? 0 : removed}, {"archived", c.archive ? removed : 0}};
+    run.counts = {{"removed", removed}, {"archived", c.archive ? removed : 0}};
     if (!r.ran) {
       run.message = "another cleanup of " + table->plain() + " was running; nothing done";
     }

@@ -25,7 +25,7 @@ inline const char kLastCleanupField[] = "lastCleanup";
 struct JobRun {
   std::string field;  // kLastCompensationField or kLastCleanupField
   bool succeeded = true;
-  // Named counts, e.g. {"published", 3}. nullopt (a run that failed before it could count) is
+  // Named counts, e.g. {"resent", 3}. nullopt (a run that failed before it could count) is
   // sent as null, which removes the count a previous run left.
   std::vector<std::pair<std::string, std::optional<std::int64_t>>> counts;
   std::string message;  // why it failed, or a note; empty: the field is removed

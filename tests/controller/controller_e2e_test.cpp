@@ -430,7 +430,7 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   ASSERT_TRUE(r.contains("/status/lastCompensation"_json_pointer)) << r.at("status").dump();
   Json comp_status = r.at("/status/lastCompensation"_json_pointer);
   EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
-  EXPECT_EQ(comp_status.at("published"), 10);
+  EXPECT_EQ(comp_status.at("resent"), 10);
   EXPECT_EQ(comp_status.at("failed"), 0);
   EXPECT_FALSE(comp_status.contains("message"));
   EXPECT_TRUE(comp_status.at("time").is_string());
@@ -452,7 +452,7 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   ASSERT_TRUE(r.contains("/status/lastCleanup"_json_pointer)) << r.at("status").dump();
   Json clean_status = r.at("/status/lastCleanup"_json_pointer);
   EXPECT_EQ(clean_status.at("outcome"), "Succeeded");
-  EXPECT_EQ(clean_status.at("deleted"), 6);
+  EXPECT_EQ(clean_status.at("removed"), 6);
   EXPECT_EQ(clean_status.at("archived"), 0);
   EXPECT_EQ(r.at("/status/lastCompensation"_json_pointer), comp_status)
       << "the cleanup job left the compensation's field alone";
@@ -475,7 +475,7 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   EXPECT_EQ(failed_status.at("outcome"), "Failed") << failed_status.dump();
   EXPECT_NE(failed_status.value("message", "").find("compensation failed"), std::string::npos)
       << failed_status.dump();
-  EXPECT_FALSE(failed_status.contains("published")) << failed_status.dump();
+  EXPECT_FALSE(failed_status.contains("resent")) << failed_status.dump();
   EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
   EXPECT_FALSE(condition(r, "Ready").empty());
 
@@ -484,7 +484,7 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   ASSERT_EQ(comp.exit_code, 0) << comp.output;
   comp_status = relay("orders").at("/status/lastCompensation"_json_pointer);
   EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
-  EXPECT_EQ(comp_status.at("published"), 0);
+  EXPECT_EQ(comp_status.at("resent"), 0);
   EXPECT_FALSE(comp_status.contains("message")) << comp_status.dump();
 
   // A status report that cannot be written (no such OutboxRelay) is logged; the exit code stays

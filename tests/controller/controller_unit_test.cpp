@@ -129,23 +129,23 @@ TEST(RenderRelay, CronJobPodsGetTheRelayTokenAndReportStatus) {
 TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   JobRun ok;
   ok.field = kLastCompensationField;
-  ok.counts = {{"published", 7}, {"failed", 1}};
+  ok.counts = {{"resent", 7}, {"failed", 1}};
   ok.finished = std::chrono::system_clock::from_time_t(1'700'000'000);
   EXPECT_EQ(job_status_patch(ok),
             Json::parse(R"({"status":{"lastCompensation":{"time":"2023-11-14T22:13:20Z",
-              "outcome":"Succeeded","published":7,"failed":1,"message":null}}})"));
+              "outcome":"Succeeded","resent":7,"failed":1,"message":null}}})"));
 
   JobRun bad;
   bad.field = kLastCleanupField;
   bad.succeeded = false;
-  bad.counts = {{"deleted", std::nullopt}, {"archived", std::nullopt}};
+  bad.counts = {{"removed", std::nullopt}, {"archived", std::nullopt}};
   bad.message = std::string(5000, 'x');
   const Json p = job_status_patch(bad);
   ASSERT_EQ(p.size(), 1u);
   ASSERT_EQ(p.at("status").size(), 1u);
   const Json& c = p.at("/status/lastCleanup"_json_pointer);
   EXPECT_EQ(c.at("outcome"), "Failed");
-  EXPECT_TRUE(c.at("deleted").is_null());
+  EXPECT_TRUE(c.at("removed").is_null());
   EXPECT_TRUE(c.at("archived").is_null());
   EXPECT_EQ(c.at("message").get<std::string>().size(), 1024u) << "the CRD's maxLength";
 

@@ -98,8 +98,8 @@ kubectl patch outboxrelay orders -n "$ns" --subresource=status --type=merge -p "
   \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"Relaying\",\"message\":\"2/2 relays ready\",\"lastTransitionTime\":\"$now\",\"observedGeneration\":1}],
   \"relay\":{\"replicas\":2,\"readyReplicas\":2,\"selector\":\"app.kubernetes.io/instance=orders\"},
   \"backlog\":{\"pending\":12,\"failed\":3,\"oldestPendingSeconds\":0.4,\"measuredAt\":\"$now\"},
-  \"lastCompensation\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"published\":0,\"failed\":0},
-  \"lastCleanup\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"deleted\":91234,\"archived\":0}}}" >/dev/null ||
+  \"lastCompensation\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"resent\":0,\"failed\":0},
+  \"lastCleanup\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"removed\":91234,\"archived\":0}}}" >/dev/null ||
   fail "patching the status subresource failed"
 table=$(kubectl get obr orders -n "$ns")
 expect_contains "printer columns" "$(head -1 <<<"$table")" "READY   PENDING   FAILED   OLDEST   AGE"
