@@ -399,7 +399,7 @@ void Controller::update_status(const Json& relay, const std::optional<Problem>& 
                        kFieldManager, true);
   status_writes_.inc();
 
-  for (const char* type : {"Degraded", "Stalled"}) {
+  for (const char* type : {"Degraded", "Stalled", "JobFailed"}) {
     Json now = find_condition(desired, type);
     Json was = find_condition(before, type);
     bool flipped_on = now.value("status", "") == "True" &&

@@ -156,12 +156,36 @@ Json compute_status(const StatusInputs& in) {
                           "No relay has reported the backlog yet.", generation, now);
   }
 
-  return {{"observedGeneration", generation},
-          {"conditions", Json::array({ready_c, progressing_c, degraded_c, stalled_c})},
-          {"relay",
-           {{"replicas", rollout.replicas},
-            {"readyReplicas", rollout.ready},
-            {"selector", relay_selector(relay.at("metadata").at("name"))}}}};
+  // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup); the
+  // operator only turns a failed one into a condition, which a later good run clears.
+  std::string failed_jobs;
+  std::string failed_messages;
+  for (const auto& [field, job] :
+       {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"}}) {
+    const Json run = current.value(field, Json::object());
+    if (run.is_object() && run.value("outcome", "") == "Failed") {
+      failed_jobs += job;
+      failed_messages += "The " + std::string(field) + " run at " + run.value("time", "?") +
+                         " failed: " + run.value("message", "no message") + " ";
+    }
+  }
+  Json job_failed_c =
+      failed_jobs.empty()
+          ? condition(current, "JobFailed", false, "NoFailedRun",
+                      "The last compensation and cleanup runs did not fail (or have not run yet).",
+                      generation, now)
+          : condition(current, "JobFailed", true, failed_jobs + "Failed",
+                      failed_messages +
+                          "See the Job's logs; the next run that succeeds clears this condition.",
+                      generation, now);
+
+  return {
+      {"observedGeneration", generation},
+      {"conditions", Json::array({ready_c, progressing_c, degraded_c, stalled_c, job_failed_c})},
+      {"relay",
+       {{"replicas", rollout.replicas},
+        {"readyReplicas", rollout.ready},
+        {"selector", relay_selector(relay.at("metadata").at("name"))}}}};
 }
 
 bool status_matches(const Json& desired, const Json& current) {

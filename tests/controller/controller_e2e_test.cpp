@@ -391,8 +391,9 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
 
 // The compensation and retention jobs, run by the real binary with the arguments the controller
 // rendered into their CronJobs, write status.lastCompensation and status.lastCleanup with the
-// right counts; a failed database run exits non-zero and says Failed; a later status write of
-// the controller keeps both; a status report that cannot be written leaves the exit code alone.
+// right counts; a failed database run exits non-zero and says Failed, which the controller turns
+// into JobFailed=True until a run succeeds; the controller's status writes keep both fields; a
+// status report that cannot be written leaves the exit code alone.
 TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   outbox::testing::OutboxTestTable table;
   testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
@@ -478,6 +479,15 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   EXPECT_FALSE(failed_status.contains("resent")) << failed_status.dump();
   EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
   EXPECT_FALSE(condition(r, "Ready").empty());
+  EXPECT_TRUE(eventually(
+      [&] {
+        Json c = condition(relay("orders"), "JobFailed");
+        return c.value("status", "") == "True" && c.value("reason", "") == "CompensationFailed";
+      },
+      20s))
+      << relay("orders").at("status").dump();
+  EXPECT_EQ(relay("orders").at("/status/lastCompensation/outcome"_json_pointer), "Failed")
+      << "the controller's write kept the failed run";
 
   // The next good run clears the message again.
   comp = outbox::testing::run_cli(table.dsn, job_command("orders-compensate"));
@@ -486,6 +496,9 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
   EXPECT_EQ(comp_status.at("resent"), 0);
   EXPECT_FALSE(comp_status.contains("message")) << comp_status.dump();
+  EXPECT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "JobFailed").value("status", "") == "False"; }, 20s))
+      << relay("orders").at("status").dump();
 
   // A status report that cannot be written (no such OutboxRelay) is logged; the exit code stays
   // the database run's.

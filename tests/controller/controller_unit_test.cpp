@@ -159,6 +159,35 @@ TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   EXPECT_FALSE(s.contains("lastCleanup"));
 }
 
+TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay();
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now}), "JobFailed").at("status"),
+      "False");
+  r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}, {"resent", 3}}},
+                 {"lastCleanup",
+                  {{"outcome", "Failed"},
+                   {"time", "2026-01-02T03:04:05Z"},
+                   {"message", "cleanup failed: no route"}}}};
+  Json failed = find_condition(compute_status({r, nullptr, std::nullopt, now}), "JobFailed");
+  EXPECT_EQ(failed.at("status"), "True");
+  EXPECT_EQ(failed.at("reason"), "CleanupFailed");
+  EXPECT_NE(failed.at("message").get<std::string>().find("cleanup failed: no route"),
+            std::string::npos);
+  EXPECT_NE(failed.at("message").get<std::string>().find("2026-01-02T03:04:05Z"),
+            std::string::npos);
+  r["status"]["lastCompensation"]["outcome"] = "Failed";
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now}), "JobFailed").at("reason"),
+      "CompensationCleanupFailed");
+  r["status"]["lastCompensation"]["outcome"] = "Succeeded";
+  r["status"]["lastCleanup"]["outcome"] = "Succeeded";
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now}), "JobFailed").at("status"),
+      "False");
+}
+
 TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
   using namespace std::chrono;
   auto t0 = system_clock::time_point(seconds(1'700'000'000));
