@@ -385,6 +385,15 @@ TEST(Cluster, CronJobsFireAndTheirJobsPublishStuckEventsAndRemoveSentOnes) {
     EXPECT_TRUE(succeeded) << cron << " has no completed Job: " << jobs;
   }
   EXPECT_EQ(jobs.find("failed=1"), std::string::npos) << "a Job failed: " << jobs;
+  // The Jobs' pods reported their runs with the relay ServiceAccount's token (in-cluster config).
+  EXPECT_TRUE(eventually(
+      [&] {
+        Json st = r.get().value("status", Json::object());
+        return st.value("/lastCompensation/outcome"_json_pointer, "") == "Succeeded" &&
+               st.value("/lastCleanup/outcome"_json_pointer, "") == "Succeeded";
+      },
+      90s))
+      << r.get().value("status", Json::object()).dump();
 }
 
 // Runs `command` in a pod of `image` to completion; returns its log.
