@@ -4,6 +4,7 @@
 
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
+#include "kube/client.hpp"
 #include "kube/config.hpp"
 
 namespace outbox::controller {

@@ -9,8 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kube/client.hpp"
-
 // The jobs' side of the OutboxRelay status: at the end of a run, `compensate` writes
 // status.lastCompensation and `cleanup` writes status.lastCleanup. Each is a JSON merge patch of
 // that one field on the status subresource, so it never touches the operator's conditions, the
