@@ -31,7 +31,7 @@ const Json* find(const RenderedRelay& r, const std::string& kind, const std::str
 }
 
 TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
-  RenderOptions opts{"img:1", {}};
+  RenderOptions opts{"img:1", {}, ""};
   RenderedRelay two = render_relay(relay(), opts);
   for (const char* kind :
        {"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget"}) {
@@ -61,7 +61,7 @@ TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
 }
 
 TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
-  RenderOptions opts{"img:1", {"sasl.password", "security.protocol"}};
+  RenderOptions opts{"img:1", {"sasl.password", "security.protocol"}, ""};
   RenderedRelay r = render_relay(relay({{"kafka", {{"configSecretRef", {{"name", "kc"}}}}}}), opts);
   const Json c =
       find(r, "Deployment", "orders-relay")->at("/spec/template/spec/containers/0"_json_pointer);
@@ -74,7 +74,7 @@ TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
 }
 
 TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
-  RenderOptions opts{"img:1", {}};
+  RenderOptions opts{"img:1", {}, ""};
   auto hash = [&](const Json& patch) {
     return find(render_relay(relay(patch.is_null() ? Json::object() : patch), opts), "Deployment",
                 "orders-relay")
