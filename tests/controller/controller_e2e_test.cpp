@@ -437,12 +437,13 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   EXPECT_TRUE(comp_status.at("time").is_string());
   EXPECT_FALSE(condition(r, "Ready").empty()) << "the controller's conditions are still there";
 
-  // Six of the ten sent events are past spec.retention.keepSent (24h).
+  // Six of the ten sent events are past spec.retention.keepSent (24h; retention ages events by
+  // created_at).
   {
     pqxx::connection conn(table.dsn);
     pqxx::work tx(conn);
     tx.exec("UPDATE " + table.table.quoted() +
-            " SET sent_at = now() - interval '2 days' WHERE id IN (SELECT id FROM " +
+            " SET created_at = now() - interval '2 days' WHERE id IN (SELECT id FROM " +
             table.table.quoted() + " ORDER BY id LIMIT 6)");
     tx.commit();
   }
