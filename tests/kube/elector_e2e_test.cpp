@@ -243,8 +243,12 @@ TEST_F(KubeElectorE2eTest, LeaderPausedPastItsLeaseClosesItsGuardAtOnceWhenResum
   a.signal(SIGCONT);
   auto closed = a.await("guard_closed", 5s);
   auto stopped = a.await("stopped", 5s);
-  ASSERT_TRUE(closed);
-  ASSERT_TRUE(stopped);
+  std::string seen;
+  for (const Line& line : a.lines()) {
+    seen += std::to_string(line.at - resumed) + " us: " + line.event + "\n";
+  }
+  ASSERT_TRUE(closed) << seen;
+  ASSERT_TRUE(stopped) << seen;
   const double closed_s = static_cast<double>(closed->at - resumed) / 1e6;
   const double stopped_s = static_cast<double>(stopped->at - resumed) / 1e6;
   std::printf("after SIGCONT: guard closed %.3f s, stepped down %.3f s\n", closed_s, stopped_s);

@@ -79,10 +79,15 @@ int main(int argc, char** argv) {
   emit("ready");
   timespec tick{0, 50'000'000};
   bool guard = false;
-  while (result.load() < 0) {
+  for (;;) {
+    // Sampled before the exit check, so that a guard that closed just as run() returned is
+    // still reported.
     if (elector.holds_lease() != guard) {
       guard = !guard;
       emit(guard ? "guard_open" : "guard_closed");
+    }
+    if (result.load() >= 0) {
+      break;
     }
     if (sigtimedwait(&signals, nullptr, &tick) > 0) {
       worker.request_stop();
