@@ -41,6 +41,28 @@ TEST(TopicRouter, ExplicitRouteWinsOverTheTemplate) {
   EXPECT_EQ(fixed.topic_for("X"), "all-events");
   relay::TopicRouter twice("{biz_type}.{biz_type}", {});
   EXPECT_EQ(twice.topic_for("a"), "a.a");
+  relay::TopicRouter placeholder_route("outbox.{biz_type}", {{"A", "special.{biz_type}"}});
+  EXPECT_EQ(placeholder_route.topic_for("A"), "special.A");
+}
+
+TEST(TopicRouter, ARouteSplitsAtTheLastEqualsSign) {
+  using R = relay::TopicRouter;
+  EXPECT_EQ(R::parse_route("ORDER_PAID=payments"),
+            (std::pair<std::string, std::string>{"ORDER_PAID", "payments"}));
+  // A biz_type may hold '=', a topic name cannot.
+  EXPECT_EQ(R::parse_route("ORDER=PAID=payments"),
+            (std::pair<std::string, std::string>{"ORDER=PAID", "payments"}));
+  EXPECT_EQ(R::parse_route("A=x.{biz_type}"),
+            (std::pair<std::string, std::string>{"A", "x.{biz_type}"}));
+  for (const char* bad : {"payments", "=payments", "ORDER=", "ORDER=PAID topic"}) {
+    try {
+      R::parse_route(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("route \"") + bad + "\""), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(TopicName, IllegalNamesAreExplained) {
