@@ -98,6 +98,28 @@ std::string guarantee_problem(const std::map<std::string, std::string>& properti
   return {};
 }
 
+std::string client_event_line(bool error_event, const std::string& facility,
+                              const std::string& text, bool broker_reached) {
+  if (!error_event && facility == "FAIL") {
+    return {};  // the error event that follows carries the same text
+  }
+  std::string line = error_event ? text : facility + " " + text;
+  if (broker_reached) {
+    // librdkafka 2.0's two wordings of the hint; what follows it, "(after 12ms
+    // in state UP)", stays.
+    const std::pair<const char*, const char*> hints[] = {
+        {": verify that security.protocol is correctly configured", " by the broker"},
+        {": might be caused by incorrect security.protocol", ""}};
+    for (const auto& [hint, instead] : hints) {
+      if (auto at = line.find(hint); at != std::string::npos) {
+        const auto end = line.find(" (after ", at);
+        line.replace(at, end == std::string::npos ? std::string::npos : end - at, instead);
+      }
+    }
+  }
+  return line;
+}
+
 std::string topic_name_problem(const std::string& topic) {
   if (topic.empty()) {
     return "topic name is empty";
@@ -137,6 +159,7 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
     if (index < results.size()) {
       Delivery& d = results[index];
       d.error_class = classify_error(m.err());
+      broker_reached = broker_reached || m.err() == RdKafka::ERR_NO_ERROR;
       d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : m.errstr();
       d.partition = m.partition();
       d.offset = m.offset();
@@ -147,13 +170,20 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
   }
 
   void event_cb(RdKafka::Event& e) override {
-    if (e.type() == RdKafka::Event::EVENT_ERROR) {
-      spdlog::warn("kafka: {}", e.str());
-    } else if (e.type() == RdKafka::Event::EVENT_LOG &&
-               e.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
-      spdlog::warn("kafka: {} {}", e.fac(), e.str());
+    const bool error = e.type() == RdKafka::Event::EVENT_ERROR;
+    if (!error && (e.type() != RdKafka::Event::EVENT_LOG ||
+                   e.severity() > RdKafka::Event::EVENT_SEVERITY_WARNING)) {
+      return;
+    }
+    const std::string line =
+        client_event_line(error, error ? std::string() : e.fac(), e.str(), broker_reached);
+    if (!line.empty()) {
+      spdlog::warn("kafka: {}", line);
     }
   }
+
+  // A broker answered on this configuration (a delivery or a metadata reply).
+  bool broker_reached = false;
 };
 
 BatchProducer::BatchProducer(const ProducerConfig& config)
@@ -259,8 +289,9 @@ void BatchProducer::learn_topic(const std::string& topic) {
   std::unique_ptr<RdKafka::Topic> handle(
       RdKafka::Topic::create(producer_.get(), topic, nullptr, err));
   RdKafka::Metadata* raw = nullptr;
-  if (handle) {
-    producer_->metadata(false, handle.get(), &raw, 1000);  // best effort: failure is harmless
+  if (handle &&  // best effort: failure is harmless
+      producer_->metadata(false, handle.get(), &raw, 1000) == RdKafka::ERR_NO_ERROR) {
+    callbacks_->broker_reached = true;
   }
   delete raw;
 }
@@ -300,7 +331,9 @@ bool BatchProducer::probe(std::chrono::milliseconds timeout) {
   RdKafka::Metadata* raw = nullptr;
   auto code = producer_->metadata(false, nullptr, &raw, static_cast<int>(timeout.count()));
   std::unique_ptr<RdKafka::Metadata> metadata(raw);
-  return code == RdKafka::ERR_NO_ERROR && metadata && !metadata->brokers()->empty();
+  const bool reached = code == RdKafka::ERR_NO_ERROR && metadata && !metadata->brokers()->empty();
+  callbacks_->broker_reached = callbacks_->broker_reached || reached;
+  return reached;
 }
 
 }  // namespace outbox::kafka

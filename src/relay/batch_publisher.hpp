@@ -42,6 +42,10 @@ struct Settlement {
   std::vector<std::int64_t> ids;  // every event of the batch
 };
 
+// The warning logged when an event moves to FAILED: names it as consumers and
+// `requeue` know it (event_id), and how to retry it.
+std::string failed_event_line(const RetryDecision& d);
+
 // Publishes claimed batches and writes their outcome back: delivered events are
 // marked in one statement, failures recorded in one more. No transaction spans
 // the Kafka round trip.

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
 
@@ -193,7 +194,8 @@ void Relay::run(const std::atomic<bool>& stop) {
       }
       step(stop);
     } catch (const pqxx::broken_connection& e) {
-      set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + e.what());
+      set_problem("database unreachable (" + redact_dsn(config_.dsn) +
+                  "): " + connection_failure(config_.dsn, e.what()));
     } catch (const SchemaError& e) {
       // Bad runtime configuration (no table, missing columns): stay up, not
       // ready, and say what to fix; someone may run migrate in the meantime.

@@ -10,6 +10,7 @@
 #include "outbox/store.hpp"
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
+#include "relay/batch_publisher.hpp"
 #include "relay/topic_router.hpp"
 
 namespace outbox {
@@ -102,6 +103,13 @@ TEST(Duration, ParsesGoStyleDurations) {
   }
   EXPECT_EQ(format_duration(milliseconds(5'400'000)), "1h30m");
   EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
+}
+
+TEST(FailedEventLine, NamesTheEventIdAndHowToRequeueIt) {
+  RetryDecision d{42, true, {}, "Broker: Message size too large", "0f8e1c2a-uuid"};
+  EXPECT_EQ(relay::failed_event_line(d),
+            "event_id 0f8e1c2a-uuid (row id 42) moved to FAILED: Broker: Message size too large; "
+            "once the cause is fixed: outbox-operator requeue --event-id 0f8e1c2a-uuid");
 }
 
 TEST(ErrorClass, OnlyRealRefusalsCountAsAttempts) {
