@@ -29,7 +29,6 @@ struct RetryDecision {
   bool failed = false;                 // true: FAILED for good (poison or attempts used up)
   std::chrono::milliseconds delay{0};  // when !failed: wait this long before the next try
   std::string error;
-  std::string event_id;  // for the log line: the id consumers and requeue know
 };
 
 struct Backlog {

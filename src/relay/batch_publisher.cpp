@@ -24,7 +24,7 @@ void BatchPublisher::send(std::vector<OutboxEvent> batch) {
     std::string topic = policy_.router.topic_for(e.biz_type);
     if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
       // A route that can never work: poison, isolated rather than blocking its key.
-      unroutable_.push_back({e.id, true, {}, "routing: " + problem, e.event_id});
+      unroutable_.push_back({e.id, true, {}, "routing: " + problem});
       continue;
     }
     messages.push_back(
@@ -78,13 +78,13 @@ Settlement BatchPublisher::settle() {
         ++out.deferred;
         break;
       case kafka::ErrorClass::kPermanent:
-        s.decisions.push_back({e.id, true, {}, d.error, e.event_id});
+        s.decisions.push_back({e.id, true, {}, d.error});
         break;
       case kafka::ErrorClass::kRetryable: {
         int attempts = e.retry_count + 1;
         bool give_up = attempts >= policy_.max_attempts;
         s.decisions.push_back(
-            {e.id, give_up, policy_.backoff.delay(attempts, unit(rng_)), d.error, e.event_id});
+            {e.id, give_up, policy_.backoff.delay(attempts, unit(rng_)), d.error});
         blocked_keys.insert(e.biz_id);
         break;
       }
@@ -96,6 +96,7 @@ Settlement BatchPublisher::settle() {
     s.ids.push_back(e.id);
     if (delivered.count(e.id) == 0) {
       s.held_keys.insert(e.biz_id);
+      s.event_ids.emplace(e.id, e.event_id);
     }
   }
   batch_.clear();
@@ -106,10 +107,10 @@ Settlement BatchPublisher::settle() {
   return s;
 }
 
-std::string failed_event_line(const RetryDecision& d) {
-  return "event_id " + d.event_id + " (row id " + std::to_string(d.id) +
-         ") moved to FAILED: " + d.error + "; once the cause is fixed: outbox-operator requeue " +
-         "--event-id " + d.event_id;
+std::string failed_event_line(const RetryDecision& d, const std::string& event_id) {
+  return "event_id " + event_id + " (row id " + std::to_string(d.id) +
+         ") moved to FAILED: " + d.error +
+         "; once the cause is fixed: outbox-operator requeue --event-id " + event_id;
 }
 
 BatchOutcome BatchPublisher::write_back(OutboxStore& store, const Settlement& s) {
@@ -117,7 +118,8 @@ BatchOutcome BatchPublisher::write_back(OutboxStore& store, const Settlement& s)
   store.record_failures(s.decisions);
   for (const auto& d : s.decisions) {
     if (d.failed) {
-      spdlog::warn("{}", failed_event_line(d));
+      auto it = s.event_ids.find(d.id);
+      spdlog::warn("{}", failed_event_line(d, it != s.event_ids.end() ? it->second : "?"));
     }
   }
   return s.outcome;

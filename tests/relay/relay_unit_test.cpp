@@ -106,8 +106,8 @@ TEST(Duration, ParsesGoStyleDurations) {
 }
 
 TEST(FailedEventLine, NamesTheEventIdAndHowToRequeueIt) {
-  RetryDecision d{42, true, {}, "Broker: Message size too large", "0f8e1c2a-uuid"};
-  EXPECT_EQ(relay::failed_event_line(d),
+  RetryDecision d{42, true, {}, "Broker: Message size too large"};
+  EXPECT_EQ(relay::failed_event_line(d, "0f8e1c2a-uuid"),
             "event_id 0f8e1c2a-uuid (row id 42) moved to FAILED: Broker: Message size too large; "
             "once the cause is fixed: outbox-operator requeue --event-id 0f8e1c2a-uuid");
 }
