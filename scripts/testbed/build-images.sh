@@ -105,6 +105,9 @@ build_project() {
   ref="localhost/outbox-operator:dev-$(source_hash)"
   [ -f "$OUT/outbox-operator.ref" ] && [ "$(cat "$OUT/outbox-operator.ref")" = "$ref" ] &&
     [ -f "$OUT/outbox-operator.tar" ] && return 0
+  # Working containers left by an interrupted build (the store is this script's alone,
+  # under its lock) would only take space.
+  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
   # --layers reuses the apt-get steps between builds; --pull=never: the bases are local.
   # chroot isolation and the host network: the build steps fetch Debian packages, as the
   # host's own apt-get does; the nested runc of an OCI isolation cannot lower
