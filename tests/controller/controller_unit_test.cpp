@@ -30,7 +30,7 @@ const Json* find(const RenderedRelay& r, const std::string& kind, const std::str
 }
 
 TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
-  RenderOptions opts{"img:1", {}};
+  RenderOptions opts{"img:1", {}, ""};
   RenderedRelay two = render_relay(relay(), opts);
   for (const char* kind :
        {"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget"}) {
@@ -60,7 +60,7 @@ TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
 }
 
 TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
-  RenderOptions opts{"img:1", {"sasl.password", "security.protocol"}};
+  RenderOptions opts{"img:1", {"sasl.password", "security.protocol"}, ""};
   RenderedRelay r = render_relay(relay({{"kafka", {{"configSecretRef", {{"name", "kc"}}}}}}), opts);
   const Json c =
       find(r, "Deployment", "orders-relay")->at("/spec/template/spec/containers/0"_json_pointer);
@@ -75,7 +75,7 @@ TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
 // Kubernetes expands $(VAR) in args from the container's environment, which holds
 // OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
 TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {
-  RenderOptions opts{"img:1", {"sasl.password"}};
+  RenderOptions opts{"img:1", {"sasl.password"}, ""};
   RenderedRelay r = render_relay(
       relay({{"kafka",
               {{"configSecretRef", {{"name", "kc"}}},
@@ -111,7 +111,7 @@ TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {
 }
 
 TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
-  RenderOptions opts{"img:1", {}};
+  RenderOptions opts{"img:1", {}, ""};
   auto hash = [&](const Json& patch) {
     return find(render_relay(relay(patch.is_null() ? Json::object() : patch), opts), "Deployment",
                 "orders-relay")
@@ -122,6 +122,27 @@ TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
   EXPECT_EQ(hash({}), hash({{"relay", {{"replicas", 5}}}}));
   EXPECT_NE(hash({}), hash({{"relay", {{"batchSize", 7}}}}));
   EXPECT_EQ(stable_hash("abc"), "e71fa2190541574b");
+}
+
+// A rotated Secret (new resourceVersion) must change the relay pod template, so the pods roll
+// and read the new value; nothing else about the Secrets may.
+TEST(RenderRelay, SecretVersionsChangeThePodTemplateAndNothingElse) {
+  auto rendered = [](const std::string& versions) {
+    RenderOptions opts{"img:1", {}, versions};
+    return render_relay(relay(), opts);
+  };
+  auto annotations = [](const RenderedRelay& r) {
+    return find(r, "Deployment", "orders-relay")
+        ->at("/spec/template/metadata/annotations"_json_pointer);
+  };
+  RenderedRelay before = rendered("orders-db=100\n");
+  RenderedRelay after = rendered("orders-db=101\n");
+  EXPECT_NE(annotations(before).at(kSecretsHashAnnotation),
+            annotations(after).at(kSecretsHashAnnotation));
+  EXPECT_EQ(annotations(before).at(kConfigHashAnnotation),
+            annotations(after).at(kConfigHashAnnotation));
+  EXPECT_EQ(*find(before, "ConfigMap", "orders-config"),
+            *find(after, "ConfigMap", "orders-config"));
 }
 
 TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
