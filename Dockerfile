@@ -31,7 +31,7 @@ FROM debian:bookworm-slim AS runtime
 # step with what the binary links: tests/crd/dockerfile_runtime_libs.sh.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      ca-certificates libpqxx-6.4 librdkafka1 librdkafka++1 libspdlog1.10 libfmt9 \
+      ca-certificates libpq5 libpqxx-6.4 librdkafka1 librdkafka++1 libspdlog1.10 libfmt9 \
       libyaml-cpp0.7 libssl3 libboost-system1.74.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /

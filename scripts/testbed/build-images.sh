@@ -105,12 +105,17 @@ build_project() {
   ref="localhost/outbox-operator:dev-$(source_hash)"
   [ -f "$OUT/outbox-operator.ref" ] && [ "$(cat "$OUT/outbox-operator.ref")" = "$ref" ] &&
     [ -f "$OUT/outbox-operator.tar" ] && return 0
+  # Working containers left by an interrupted build (the store is this script's alone,
+  # under its lock) would only take space.
+  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
   # --layers reuses the apt-get steps between builds; --pull=never: the bases are local.
   # chroot isolation and the host network: the build steps fetch Debian packages, as the
   # host's own apt-get does; the nested runc of an OCI isolation cannot lower
   # oom_score_adj on this VM.
+  # 8>&-: the build's processes must not inherit this script's lock (a compile left
+  # behind by an interrupted build would otherwise hold it).
   nice -n 10 "${BUILDAH[@]}" bud --layers --pull=never --isolation chroot --network host \
-    -f "$REPO_ROOT/Dockerfile" -t "$ref" "$REPO_ROOT"
+    -f "$REPO_ROOT/Dockerfile" -t "$ref" "$REPO_ROOT" 8>&-
   save outbox-operator "$ref"
   echo "$ref" >"$OUT/outbox-operator.ref"
   # Keep the store small: images of older trees go (the cached layers stay).

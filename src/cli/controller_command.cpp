@@ -32,6 +32,7 @@ struct ControllerFlags {
   double qps = 50;
   int burst = 100;
   std::string secret_recheck = "30s";
+  std::string resync_period = "10m";
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -92,13 +93,24 @@ Action add_controller_command(CLI::App& app) {
       ->envname("OUTBOX_RETRY_PERIOD")
       ->capture_default_str();
   cmd->add_option("--workers", f->workers, "concurrent reconciles")
+      ->envname("OUTBOX_WORKERS")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd->add_option("--qps", f->qps, "apiserver requests per second (token bucket)")
+      ->envname("OUTBOX_QPS")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--burst", f->burst, "apiserver request burst")->capture_default_str();
+  cmd->add_option("--burst", f->burst, "apiserver request burst")
+      ->envname("OUTBOX_BURST")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--secret-recheck", f->secret_recheck,
                   "how often a resource Degraded by a missing Secret looks again")
+      ->capture_default_str();
+
+  cmd->add_option("--resync-period", f->resync_period,
+                  "how often every OutboxRelay is reconciled even without a change (0s: never)")
+      ->envname("OUTBOX_RESYNC_PERIOD")
       ->capture_default_str();
 
   return [f]() {
@@ -114,6 +126,7 @@ Action add_controller_command(CLI::App& app) {
     options.render.relay_image = f->relay_image;
     options.workers = f->workers;
     options.secret_retry = parse_duration(f->secret_recheck);
+    options.resync_period = parse_duration(f->resync_period);
     options.identity = f->identity.empty() ? default_identity() : f->identity;
     if (f->leader_elect) {
       if (f->lease_namespace.empty()) {

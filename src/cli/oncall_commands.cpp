@@ -7,6 +7,7 @@
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
 #include "outbox/operations.hpp"
+#include "outbox/schema.hpp"
 
 namespace outbox::cli {
 namespace {
@@ -61,6 +62,7 @@ Action add_inspect_command(CLI::App& app) {
   return [db, json, top]() {
     TableName table = TableName::parse(db->table);
     pqxx::connection conn(db->resolve_dsn());
+    inspect_table(conn, table);  // a missing table: "run migrate first", as the relay says
     Inspection in = inspect(conn, table, *top);
     std::cout << (*json ? in.json() + "\n" : in.text());
     return 0;
@@ -80,6 +82,7 @@ Action add_change_command(CLI::App& app, const std::string& name, const std::str
     Selection s = o->resolved();
     TableName table = TableName::parse(o->db.table);
     pqxx::connection conn(o->db.resolve_dsn());
+    inspect_table(conn, table);  // a missing table: "run migrate first", as the relay says
     std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
     return 0;
   };

@@ -88,7 +88,7 @@ kafka::ProducerConfig PublishOptions::producer_config() const {
 relay::PublishPolicy PublishOptions::policy() const {
   std::map<std::string, std::string> route_map;
   for (const auto& r : routes) {
-    auto [biz_type, t] = split_pair(r, "--route");
+    auto [biz_type, t] = relay::TopicRouter::parse_route(r);
     route_map[biz_type] = t;
   }
   relay::PublishPolicy p{

@@ -29,6 +29,40 @@ std::string name_of(const Json& o) {
   return o.at("metadata").value("name", "");
 }
 
+// On every owned object: the hash of the form this operator last applied. With it, a live
+// object whose fields include the desired ones is known to carry no field the operator set
+// earlier and no longer wants, so it needs no apply (e.g. after a restart or a failover).
+const char kAppliedHashAnnotation[] = "outbox.dev/applied-hash";
+
+// Whether every field of `want` is in `have` with the same value; arrays must match element
+// by element. Fields only `have` has (defaults, other managers' fields) do not matter.
+bool contains(const Json& have, const Json& want) {
+  if (want.is_object()) {
+    if (!have.is_object()) {
+      return false;
+    }
+    for (const auto& [key, value] : want.items()) {
+      auto it = have.find(key);
+      if (it == have.end() || !contains(*it, value)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  if (want.is_array()) {
+    if (!have.is_array() || have.size() != want.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!contains(have[i], want[i])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return have == want;
+}
+
 }  // namespace
 
 Controller::Controller(kube::Client& client, ControllerOptions options, metrics::Registry& registry)
@@ -50,6 +84,15 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
       queue_depth_(registry.gauge("outbox_controller_queue_depth", "Keys ready in the work queue")),
       leader_(registry.gauge("outbox_controller_leader", "1 while this process leads")),
       relays_(registry.gauge("outbox_controller_relays", "OutboxRelays in the cache")) {
+  if (options_.leader_election) {
+    client_.set_write_guard([this](const std::string& method, const std::string& target) {
+      const kube::LeaseElector* elector = elector_.load();
+      if (elector == nullptr || !elector->holds_lease()) {
+        throw kube::WriteRefused(method + " " + target +
+                                 " not sent: this process does not hold the leader Lease");
+      }
+    });
+  }
   std::vector<std::string> namespaces = options_.namespaces;
   if (namespaces.empty()) {
     namespaces.push_back("");
@@ -67,8 +110,13 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
     for (const kube::Resource* kind : owned_kinds()) {
       owned_informers_[{kind->plural, ns}] = std::make_unique<kube::Informer>(
           client_, *kind, ns,
+          // On update, the old owner too: an edit that removed the ownerReference is drift
+          // of the resource that owned it.
           kube::InformerHandlers{[this](const Json& o) { enqueue_owner(o); },
-                                 [this](const Json&, const Json& o) { enqueue_owner(o); },
+                                 [this](const Json& old_o, const Json& o) {
+                                   enqueue_owner(old_o);
+                                   enqueue_owner(o);
+                                 },
                                  [this](const Json& o) { enqueue_owner(o); }},
           owned_options);
     }
@@ -78,6 +126,9 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
 Controller::~Controller() {
   stop_workers();
   queue_.shutdown();
+  if (options_.leader_election) {
+    client_.set_write_guard({});
+  }
 }
 
 bool Controller::synced() const {
@@ -103,6 +154,14 @@ void Controller::enqueue_owner(const Json& owned_object) {
   }
 }
 
+void Controller::enqueue_all() {
+  for (auto& i : relay_informers_) {
+    for (const Json& o : i->list()) {
+      queue_.add(kube::Informer::key_of(o));
+    }
+  }
+}
+
 bool Controller::run(std::stop_token stop) {
   std::vector<kube::Informer*> all;
   for (auto& i : relay_informers_) {
@@ -124,6 +183,15 @@ bool Controller::run(std::stop_token stop) {
       relays_.set(n);
     }
   });
+  // Keys queued while standing by are harmless: the queue dedupes, and only workers take.
+  std::jthread resync([this](std::stop_token s) {
+    if (options_.resync_period.count() <= 0) {
+      return;
+    }
+    while (kube::sleep_unless_stopped(s, options_.resync_period)) {
+      enqueue_all();
+    }
+  });
 
   bool kept_leadership = true;
   if (options_.leader_election) {
@@ -141,8 +209,17 @@ bool Controller::run(std::stop_token stop) {
     config.on_new_leader = [this](const std::string& who) {
       spdlog::info("leader is now {}", who.empty() ? "(none)" : who);
     };
-    kube::LeaseElector elector(client_, config);
+    // Renewals must not wait behind reconcile traffic in the shared client's rate limiter, nor
+    // pass its write guard (which asks this very elector): a client of their own. As
+    // client-go, one lease call may take at most max(1 s, renew_deadline / 2).
+    kube::ClientOptions lease_options = client_.options();
+    lease_options.timeout =
+        std::max<std::chrono::milliseconds>(std::chrono::seconds(1), config.renew_deadline / 2);
+    kube::Client lease_client(client_.config(), lease_options);
+    kube::LeaseElector elector(lease_client, config);
+    elector_ = &elector;
     kept_leadership = elector.run(stop);
+    elector_ = nullptr;  // the workers were stopped in on_stopped_leading
   } else {
     start_workers();
     kube::sleep_unless_stopped(stop, std::chrono::hours(24 * 365 * 100));
@@ -159,11 +236,7 @@ void Controller::start_workers() {
   std::lock_guard lock(workers_mu_);
   leading_ = true;
   leader_.set(1);
-  for (auto& i : relay_informers_) {
-    for (const Json& o : i->list()) {
-      queue_.add(kube::Informer::key_of(o));
-    }
-  }
+  enqueue_all();
   for (int i = 0; i < options_.workers; ++i) {
     workers_.emplace_back([this](std::stop_token s) { worker(s); });
   }
@@ -253,8 +326,28 @@ ReconcileResult Controller::reconcile(const std::string& key) {
     update_status(*relay, Problem{"InvalidSpec", e.what()});
     return {};
   }
+  // Every object is tried even after one is refused: they do not depend on each other at
+  // admission, and a half-applied resource is easier to read when the status names exactly
+  // what is missing. A refusal (the apiserver answered) is the user's to see: Degraded with the
+  // apiserver's words, then a retry with backoff, as the cause may lie outside the spec (an
+  // admission policy, a quota). No answer at all (TransportError) stays a plain error.
+  std::vector<std::string> refusals;
   for (const OwnedObject& object : rendered.objects) {
-    apply_owned(object);
+    try {
+      apply_owned(object);
+    } catch (const kube::ApiError& e) {
+      const std::string kind = object.object.value("kind", object.resource->plural);
+      const std::string said = e.status().message.empty() ? e.what() : e.status().message;
+      refusals.push_back(kind + " " + name_of(object.object) + ": " + said);
+    }
+  }
+  if (!refusals.empty()) {
+    std::string message = "The apiserver refused an owned object: ";
+    for (size_t i = 0; i < refusals.size(); ++i) {
+      message += (i == 0 ? "" : "; ") + refusals[i];
+    }
+    update_status(*relay, Problem{"ApplyFailed", message});
+    return {Outcome::kError, {}, message};
   }
   if (!rendered.wants_pdb) {
     delete_pdb(ns_of(*relay), rendered.pdb_name);
@@ -329,24 +422,37 @@ kube::Informer* Controller::informer_for(const kube::Resource& resource, const s
 }
 
 // Skips the request when this process already applied exactly this object and the live one
-// has not changed since (same resourceVersion): anything else, including deletion or an edit
-// by someone else, is applied again.
+// has not changed since (same resourceVersion), or when the cached live object was applied
+// from this same desired form (its applied-hash annotation) and still has every desired field
+// and value. Anything else, including deletion or an edit by someone else, is applied again.
 void Controller::apply_owned(const OwnedObject& owned) {
   const std::string ns = ns_of(owned.object);
   const std::string name = name_of(owned.object);
   const std::string id = owned.resource->plural + "/" + ns + "/" + name;
   const std::string hash = stable_hash(owned.object.dump());
+  Json desired = owned.object;
+  desired["metadata"]["annotations"][kAppliedHashAnnotation] = hash;
   kube::Informer* informer = informer_for(*owned.resource, ns);
   std::optional<Json> live = informer ? informer->get(ns + "/" + name) : std::nullopt;
+  const std::string live_version =
+      live ? live->at("metadata").value("resourceVersion", "") : std::string();
   {
     std::lock_guard lock(applied_mu_);
     auto it = applied_.find(id);
     if (it != applied_.end() && it->second.desired_hash == hash && live &&
-        live->at("metadata").value("resourceVersion", "") == it->second.resource_version) {
+        live_version == it->second.resource_version) {
+      return;
+    }
+    // apiVersion and kind are not compared: objects read by a LIST do not carry them.
+    Json fields = desired;
+    fields.erase("apiVersion");
+    fields.erase("kind");
+    if (live && contains(*live, fields)) {
+      applied_[id] = {hash, live_version};
       return;
     }
   }
-  Json result = client_.apply(*owned.resource, ns, owned.object, kFieldManager, true);
+  Json result = client_.apply(*owned.resource, ns, desired, kFieldManager, true);
   applies_.inc();
   std::lock_guard lock(applied_mu_);
   applied_[id] = {hash, result.at("metadata").value("resourceVersion", "")};
@@ -402,9 +508,12 @@ void Controller::update_status(const Json& relay, const std::optional<Problem>& 
   for (const char* type : {"Degraded", "Stalled", "JobFailed"}) {
     Json now = find_condition(desired, type);
     Json was = find_condition(before, type);
-    bool flipped_on = now.value("status", "") == "True" &&
-                      (!was.is_object() || was.value("status", "") != "True");
-    if (flipped_on) {
+    // An Event when the condition turns on, or stays on for a different reason (a missing
+    // Secret fixed, then an object refused): each is a new thing for a person to act on.
+    bool news = now.value("status", "") == "True" &&
+                (!was.is_object() || was.value("status", "") != "True" ||
+                 was.value("reason", "") != now.value("reason", ""));
+    if (news) {
       record_event(relay, now.at("reason"), now.at("message"));
     }
   }

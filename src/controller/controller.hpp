@@ -25,9 +25,14 @@
 // Guarantees:
 //  - Only the leader writes. Standbys run the informers (warm caches, /readyz passes) but start
 //    no worker until they lead; a leader that loses its Lease stops its workers before run()
-//    returns false (the process then exits, as controller-runtime does).
+//    returns false (the process then exits, as controller-runtime does). Every write through
+//    the client is checked against the elector's holds_lease() just before it is sent (after
+//    rate limiting and retry waits), so a leader paused past its renew deadline, or that saw
+//    another holder, sends nothing more even before its workers have stopped. The Lease
+//    itself is kept through a client of its own, never queued behind reconcile traffic.
 //  - A change to an OutboxRelay, or to (or the deletion of) an object it owns, requeues it;
 //    owned objects map back to their owner through the controller ownerReference.
+//  - Every resource is reconciled again each resync_period, whether or not anything changed.
 //  - Each reconcile re-applies every owned object whose desired form or live version changed
 //    since this process last applied it (server-side apply, field manager "outbox-operator",
 //    force), so drift is repaired and an idle resource costs at most one status check.
@@ -42,6 +47,10 @@ struct ControllerOptions {
   std::string identity;  // Event source instance and Lease holder
   std::optional<kube::LeaseElectorConfig> leader_election;  // lease fields only
   std::chrono::milliseconds secret_retry{30'000};
+  // Every resource is reconciled again this often even when no watch event arrived (as
+  // controller-runtime's SyncPeriod): repairs what no event reports, e.g. an ownerReference
+  // removed from an object that no longer maps back to its owner. Zero: never.
+  std::chrono::milliseconds resync_period{600'000};
 };
 
 enum class Outcome { kDone, kRequeueAfter, kError };
@@ -73,6 +82,7 @@ class Controller {
   };
 
   void enqueue_owner(const Json& owned_object);
+  void enqueue_all();
   void process(const std::string& key);
   void start_workers();
   void stop_workers();
@@ -99,6 +109,7 @@ class Controller {
   std::mutex workers_mu_;
   std::vector<std::jthread> workers_;
   std::atomic<bool> leading_{false};
+  std::atomic<const kube::LeaseElector*> elector_{nullptr};  // set while run() elects
 
   std::mutex applied_mu_;
   std::map<std::string, Applied> applied_;  // "plural/ns/name" -> what we last applied

@@ -3,9 +3,31 @@
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 namespace outbox::controller {
 namespace {
+
+// Kubernetes expands $(VAR) in container args from the container's environment,
+// which holds the DSN and the Kafka Secret's values: a spec string such as
+// "$(OUTBOX_DSN)" would otherwise put the password into the process's argv. `$$`
+// is Kubernetes' escape for a literal `$`, so every `$` of a spec string is
+// doubled; only the args' own $(OUTBOX_KAFKA_PROPERTY_i) references expand.
+std::string literal(std::string_view spec_text) {
+  std::string out;
+  for (char c : spec_text) {
+    if (c == '$') {
+      out.push_back('$');
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// `--name=value` with the value taken literally (see literal()).
+std::string flag(std::string_view name, std::string_view spec_value) {
+  return "--" + std::string(name) + "=" + literal(spec_value);
+}
 
 Json labels_for(const std::string& relay_name, const std::string& component) {
   return {{"app.kubernetes.io/name", "outbox-relay"},
@@ -95,27 +117,29 @@ Json secret_env(const Json& relay, const RenderOptions& options, bool with_kafka
 std::vector<std::string> publish_args(const Json& relay, const RenderOptions& options) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {
-      "--table=" + value_at<std::string>(spec, "/database/table", "public.outbox_event"),
-      "--brokers=" + spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>(),
-      "--topic=" + value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}"),
+      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
+      flag("brokers", spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>()),
+      flag("topic", value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}")),
   };
   const Json routes = spec.value("/kafka/routes"_json_pointer, Json::array());
   for (const Json& route : routes) {
-    args.push_back("--route=" + route.at("bizType").get<std::string>() + "=" +
-                   route.at("topic").get<std::string>());
+    args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
+                                     route.at("topic").get<std::string>()));
   }
   if (!value_at<std::string>(spec, "/kafka/configSecretRef/name", "").empty()) {
-    // Kubernetes expands $(VAR) in args from the container's environment.
+    // The one deliberate expansion: Kubernetes puts the Secret's value, from the
+    // container's environment, in place of $(VAR).
     for (std::size_t i = 0; i < options.kafka_secret_keys.size(); ++i) {
-      args.push_back("--kafka-property=" + options.kafka_secret_keys[i] + "=$(" +
+      args.push_back(flag("kafka-property", options.kafka_secret_keys[i]) + "=$(" +
                      kafka_env_name(i) + ")");
     }
   }
   std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
   args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
   args.push_back("--max-attempts=" + std::to_string(value_at<int>(spec, "/retry/maxAttempts", 10)));
-  args.push_back("--initial-backoff=" + value_at<std::string>(spec, "/retry/initialBackoff", "1m"));
-  args.push_back("--max-backoff=" + value_at<std::string>(spec, "/retry/maxBackoff", "64m"));
+  args.push_back(
+      flag("initial-backoff", value_at<std::string>(spec, "/retry/initialBackoff", "1m")));
+  args.push_back(flag("max-backoff", value_at<std::string>(spec, "/retry/maxBackoff", "64m")));
   char jitter[32];
   std::snprintf(jitter, sizeof jitter, "%g", value_at<double>(spec, "/retry/jitter", 0.2));
   args.push_back(std::string("--jitter=") + jitter);
@@ -124,8 +148,8 @@ std::vector<std::string> publish_args(const Json& relay, const RenderOptions& op
 
 // The relay and both jobs report into the OutboxRelay they were rendered from.
 std::string report_status_arg(const Json& relay) {
-  return "--report-status=" + relay.at("metadata").at("namespace").get<std::string>() + "/" +
-         relay.at("metadata").at("name").get<std::string>();
+  return flag("report-status", relay.at("metadata").at("namespace").get<std::string>() + "/" +
+                                   relay.at("metadata").at("name").get<std::string>());
 }
 
 Json container(const std::string& name, const std::string& image, std::vector<std::string> args,
@@ -217,8 +241,8 @@ std::vector<std::string> relay_args(const Json& relay, const RenderOptions& opti
     args.push_back(std::move(a));
   }
   args.push_back("--batch-size=" + std::to_string(value_at<int>(spec, "/relay/batchSize", 500)));
-  args.push_back("--poll-interval=" + value_at<std::string>(spec, "/relay/pollInterval", "2s"));
-  args.push_back("--stuck-after=" + value_at<std::string>(spec, "/monitoring/stuckAfter", "10m"));
+  args.push_back(flag("poll-interval", value_at<std::string>(spec, "/relay/pollInterval", "2s")));
+  args.push_back(flag("stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter", "10m")));
   args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
   args.push_back(report_status_arg(relay));
   return args;
@@ -316,8 +340,8 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   }
   compensate.push_back("--batch-size=" +
                        std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
-  compensate.push_back("--stale-after=" +
-                       value_at<std::string>(spec, "/compensation/staleAfter", "5m"));
+  compensate.push_back(
+      flag("stale-after", value_at<std::string>(spec, "/compensation/staleAfter", "5m")));
   compensate.push_back(report_status_arg(relay));
   out.objects.push_back(
       {&owned::cron_jobs,
@@ -326,12 +350,13 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
                 container("compensate", image, compensate, secret_env(relay, options, true)))});
 
   std::vector<std::string> cleanup = {
-      "cleanup", "--table=" + value_at<std::string>(spec, "/database/table", "public.outbox_event"),
-      "--keep-sent=" + value_at<std::string>(spec, "/retention/keepSent", "168h"),
+      "cleanup",
+      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
+      flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")),
       "--batch-size=" + std::to_string(value_at<int>(spec, "/retention/batchSize", 1000))};
   std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
   if (!archive.empty()) {
-    cleanup.push_back("--archive-table=" + archive);
+    cleanup.push_back(flag("archive-table", archive));
   }
   cleanup.push_back(report_status_arg(relay));
   out.objects.push_back(

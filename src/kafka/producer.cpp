@@ -3,6 +3,8 @@
 #include <librdkafka/rdkafkacpp.h>
 
 #include <atomic>
+#include <charconv>
+#include <limits>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -39,6 +41,83 @@ ErrorClass classify_error(int code) {
     default:
       return ErrorClass::kRetryable;
   }
+}
+
+namespace {
+
+// Whole decimal number in [min, max]; false for anything else (librdkafka would
+// refuse it anyway, with its own message).
+bool integer_within(const std::string& text, long long min, long long max) {
+  long long n = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, n);
+  return ec == std::errc() && ptr == end && n >= min && n <= max;
+}
+
+std::string refused(const std::string& key, const std::string& value, const std::string& why) {
+  return "kafka property " + key + "=" + value + " is refused: " + why +
+         "; remove it from the Kafka Secret";
+}
+
+}  // namespace
+
+std::string guarantee_problem(const std::map<std::string, std::string>& properties) {
+  // Keys are librdkafka's names and their aliases. Values are shown: none of
+  // these keys holds a secret.
+  for (const auto& [key, value] : properties) {
+    if (key == "enable.idempotence" && value != "true") {
+      return refused(key, value,
+                     "the relay needs the idempotent producer, or a retried request can write an "
+                     "event twice or reorder the events of a key");
+    }
+    if ((key == "acks" || key == "request.required.acks") && value != "all" && value != "-1") {
+      return refused(key, value,
+                     "only acks=all (-1) makes an event marked sent survive the loss of the "
+                     "partition leader");
+    }
+    if ((key == "max.in.flight.requests.per.connection" || key == "max.in.flight") &&
+        !integer_within(value, 1, 5)) {
+      return refused(key, value,
+                     "the idempotent producer keeps the order of a partition only with 1 to 5 "
+                     "requests in flight");
+    }
+    if ((key == "retries" || key == "message.send.max.retries") &&
+        !integer_within(value, 1, std::numeric_limits<int>::max())) {
+      return refused(key, value,
+                     "without retries a passing broker error fails the request, and the "
+                     "idempotent producer requires at least 1");
+    }
+    if (key == "partitioner" && value != "murmur2_random" && value != "murmur2" &&
+        value != "consistent_random" && value != "consistent") {
+      return refused(key, value,
+                     "the events of a key must all go to the partition their key hashes to, or "
+                     "their order is lost; allowed: murmur2_random (the default, as the Java "
+                     "client), murmur2, consistent_random, consistent");
+    }
+  }
+  return {};
+}
+
+std::string client_event_line(bool error_event, const std::string& facility,
+                              const std::string& text, bool broker_reached) {
+  if (!error_event && facility == "FAIL") {
+    return {};  // the error event that follows carries the same text
+  }
+  std::string line = error_event ? text : facility + " " + text;
+  if (broker_reached) {
+    // librdkafka 2.0's two wordings of the hint; what follows it, "(after 12ms
+    // in state UP)", stays.
+    const std::pair<const char*, const char*> hints[] = {
+        {": verify that security.protocol is correctly configured", " by the broker"},
+        {": might be caused by incorrect security.protocol", ""}};
+    for (const auto& [hint, instead] : hints) {
+      if (auto at = line.find(hint); at != std::string::npos) {
+        const auto end = line.find(" (after ", at);
+        line.replace(at, end == std::string::npos ? std::string::npos : end - at, instead);
+      }
+    }
+  }
+  return line;
 }
 
 std::string topic_name_problem(const std::string& topic) {
@@ -80,6 +159,7 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
     if (index < results.size()) {
       Delivery& d = results[index];
       d.error_class = classify_error(m.err());
+      broker_reached = broker_reached || m.err() == RdKafka::ERR_NO_ERROR;
       d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : m.errstr();
       d.partition = m.partition();
       d.offset = m.offset();
@@ -90,18 +170,28 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
   }
 
   void event_cb(RdKafka::Event& e) override {
-    if (e.type() == RdKafka::Event::EVENT_ERROR) {
-      spdlog::warn("kafka: {}", e.str());
-    } else if (e.type() == RdKafka::Event::EVENT_LOG &&
-               e.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
-      spdlog::warn("kafka: {} {}", e.fac(), e.str());
+    const bool error = e.type() == RdKafka::Event::EVENT_ERROR;
+    if (!error && (e.type() != RdKafka::Event::EVENT_LOG ||
+                   e.severity() > RdKafka::Event::EVENT_SEVERITY_WARNING)) {
+      return;
+    }
+    const std::string line =
+        client_event_line(error, error ? std::string() : e.fac(), e.str(), broker_reached);
+    if (!line.empty()) {
+      spdlog::warn("kafka: {}", line);
     }
   }
+
+  // A broker answered on this configuration (a delivery or a metadata reply).
+  bool broker_reached = false;
 };
 
 BatchProducer::BatchProducer(const ProducerConfig& config)
     : callbacks_(std::make_unique<Callbacks>()),
       wait_limit_(config.message_timeout + std::chrono::seconds(5)) {
+  if (std::string problem = guarantee_problem(config.properties); !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   std::string err;
   auto set = [&](const std::string& key, const std::string& value) {
@@ -118,6 +208,8 @@ BatchProducer::BatchProducer(const ProducerConfig& config)
   set("partitioner", "murmur2_random");
   set("linger.ms", std::to_string(config.linger.count()));
   set("message.timeout.ms", std::to_string(config.message_timeout.count()));
+  // Applied after the defaults so that SASL, TLS and tuning can be set; the ones
+  // that would weaken the defaults are refused above.
   for (const auto& [key, value] : config.properties) {
     set(key, value);
   }
@@ -197,8 +289,9 @@ void BatchProducer::learn_topic(const std::string& topic) {
   std::unique_ptr<RdKafka::Topic> handle(
       RdKafka::Topic::create(producer_.get(), topic, nullptr, err));
   RdKafka::Metadata* raw = nullptr;
-  if (handle) {
-    producer_->metadata(false, handle.get(), &raw, 1000);  // best effort: failure is harmless
+  if (handle &&  // best effort: failure is harmless
+      producer_->metadata(false, handle.get(), &raw, 1000) == RdKafka::ERR_NO_ERROR) {
+    callbacks_->broker_reached = true;
   }
   delete raw;
 }
@@ -238,7 +331,9 @@ bool BatchProducer::probe(std::chrono::milliseconds timeout) {
   RdKafka::Metadata* raw = nullptr;
   auto code = producer_->metadata(false, nullptr, &raw, static_cast<int>(timeout.count()));
   std::unique_ptr<RdKafka::Metadata> metadata(raw);
-  return code == RdKafka::ERR_NO_ERROR && metadata && !metadata->brokers()->empty();
+  const bool reached = code == RdKafka::ERR_NO_ERROR && metadata && !metadata->brokers()->empty();
+  callbacks_->broker_reached = callbacks_->broker_reached || reached;
+  return reached;
 }
 
 }  // namespace outbox::kafka

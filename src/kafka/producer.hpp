@@ -55,7 +55,8 @@ struct ProducerConfig {
 // waits for its reports.
 class BatchProducer {
  public:
-  // Throws std::invalid_argument naming a rejected property.
+  // Throws std::invalid_argument naming a rejected property (guarantee_problem,
+  // or one librdkafka does not accept).
   explicit BatchProducer(const ProducerConfig& config);
   ~BatchProducer();
   BatchProducer(const BatchProducer&) = delete;
@@ -90,6 +91,22 @@ class BatchProducer {
   std::unique_ptr<RdKafka::Producer> producer_;
   std::chrono::milliseconds wait_limit_;
 };
+
+// Empty when `properties` (from the Kafka Secret) keep the guarantees the relay
+// relies on: idempotence, acks=all, at most 5 requests in flight, retries, and
+// per-key partitioning. Else one sentence naming the first property that would
+// weaken them, and why. BatchProducer refuses such properties.
+std::string guarantee_problem(const std::map<std::string, std::string>& properties);
+
+// The line to log for a librdkafka error event (`error_event`) or log event of
+// `facility`; empty: log nothing. librdkafka reports each broker failure twice,
+// as a FAIL log line and as an error event with the same text: only the error
+// event is kept. Its hint to verify security.protocol, which it adds whenever a
+// broker closes a fresh connection, is dropped once a broker has answered on
+// this configuration (`broker_reached`): then it is a broker stopping, not a
+// wrong protocol.
+std::string client_event_line(bool error_event, const std::string& facility,
+                              const std::string& text, bool broker_reached);
 
 // Returns an empty string when `topic` is a legal Kafka topic name, else why not.
 std::string topic_name_problem(const std::string& topic);

@@ -35,6 +35,12 @@ HttpResponse Client::send_with_retries(HttpRequest request, std::chrono::millise
   bool reauthenticated = false;
   for (int attempt = 0;; ++attempt) {
     limiter_.acquire();
+    if (request.method != "GET") {
+      if (write_guard_) {
+        write_guard_(request.method, request.target);
+      }
+      spdlog::debug("sending {} {}", request.method, request.target);
+    }
     auto started = std::chrono::steady_clock::now();
     request.bearer_token = tokens_.token();
     HttpResponse response = transport_->send(request, timeout);

@@ -92,6 +92,12 @@ class Client {
     return apply(resource, ns, object, field_manager, force, "status");
   }
 
+  // Called right before each attempt of every request that is not a GET (after the rate
+  // limiter and any retry wait, so time spent queued counts); it throws (WriteRefused) to stop
+  // the write. Set it before the client is shared between threads; empty: no guard.
+  using WriteGuard = std::function<void(const std::string& method, const std::string& target)>;
+  void set_write_guard(WriteGuard guard) { write_guard_ = std::move(guard); }
+
   // Any request; returns the parsed JSON body of a 2xx answer, throws ApiError otherwise.
   // `timeout` zero means options().timeout.
   Json request(const std::string& method, const std::string& target, const std::string& body = "",
@@ -113,6 +119,7 @@ class Client {
   TokenSource tokens_;
   TokenBucket limiter_;
   std::unique_ptr<Transport> transport_;
+  WriteGuard write_guard_;
 };
 
 }  // namespace outbox::kube

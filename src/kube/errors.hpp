@@ -22,6 +22,13 @@ class TransportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A write the client's write guard refused before sending it (e.g. this process no longer
+// holds its Lease). Nothing reached the apiserver.
+class WriteRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // One entry of Status.details.causes: for 422 Invalid, the field and what is wrong with it.
 struct StatusCause {
   std::string reason;   // e.g. "FieldValueRequired"

@@ -48,6 +48,15 @@ milliseconds LeaseElector::request_timeout() const {
   return std::max<milliseconds>(milliseconds(1000), config_.renew_deadline / 2);
 }
 
+SteadyClock::time_point LeaseElector::renew_deadline_at() const {
+  return SteadyClock::time_point(SteadyClock::duration(renewed_at_.load())) +
+         config_.renew_deadline;
+}
+
+bool LeaseElector::holds_lease() const {
+  return leading_.load() && SteadyClock::now() < renew_deadline_at();
+}
+
 milliseconds LeaseElector::time_left() const {
   return std::max(milliseconds(1), until(attempt_deadline_));
 }
@@ -70,6 +79,11 @@ void LeaseElector::observe(const Json& lease, SteadyClock::time_point now) {
   }
   observed_lease_ = lease;
   std::string holder = spec.value("holderIdentity", std::string());
+  if (leading_ && holder != config_.identity) {
+    // Someone else holds it (or it was released): whatever our clock says, we no longer lead.
+    // Cleared here, before any callback, so guarded writes stop at once.
+    leading_ = false;
+  }
   if (holder != reported_leader_) {
     reported_leader_ = holder;
     if (config_.on_new_leader && !holder.empty()) {
@@ -212,8 +226,10 @@ bool LeaseElector::run(std::stop_token stop) {
   std::uniform_real_distribution<double> jitter(0.0, 1.2);
   // Acquire.
   while (!stop.stop_requested()) {
-    attempt_deadline_ = SteadyClock::now() + request_timeout();
+    const auto started = SteadyClock::now();
+    attempt_deadline_ = started + request_timeout();
     if (try_acquire_or_renew()) {
+      renewed_at_ = started.time_since_epoch().count();
       break;
     }
     milliseconds wait = milliseconds(static_cast<long long>(
@@ -235,27 +251,40 @@ bool LeaseElector::run(std::stop_token stop) {
     config_.on_started_leading();
   }
 
-  // Renew: each round must succeed within renew_deadline, or we stop leading.
+  // Renew: each renewal must succeed within renew_deadline of the previous one (the same
+  // clock holds_lease() reads), and another holder seen at any time ends our term at once.
   bool lost = false;
   while (!stop.stop_requested()) {
-    const auto round_deadline = SteadyClock::now() + config_.renew_deadline;
     bool renewed = false;
-    while (!stop.stop_requested() && SteadyClock::now() < round_deadline) {
-      attempt_deadline_ = std::min(round_deadline, SteadyClock::now() + request_timeout());
-      if (try_acquire_or_renew()) {
+    while (!stop.stop_requested() && holds_lease()) {
+      const auto started = SteadyClock::now();
+      attempt_deadline_ = std::min(renew_deadline_at(), started + request_timeout());
+      if (try_acquire_or_renew() && leading_) {
+        renewed_at_ = started.time_since_epoch().count();
         renewed = true;
         break;
       }
-      sleep_unless_stopped(stop, std::min(config_.retry_period, until(round_deadline)));
+      if (!leading_) {
+        break;
+      }
+      sleep_unless_stopped(stop, std::min(config_.retry_period, until(renew_deadline_at())));
     }
     if (stop.stop_requested()) {
       break;
     }
     if (!renewed) {
       lost = true;
-      spdlog::error("lease {}/{}: {} could not renew within {} ms; stepping down",
-                    config_.lease_namespace, config_.lease_name, config_.identity,
-                    config_.renew_deadline.count());
+      if (!leading_) {
+        spdlog::error("lease {}/{}: {} saw another holder ({}); stepping down",
+                      config_.lease_namespace, config_.lease_name, config_.identity,
+                      reported_leader_.empty() ? "none" : reported_leader_);
+      } else {
+        spdlog::error(
+            "lease {}/{}: {} could not renew within {} ms of its last renewal; "
+            "stepping down",
+            config_.lease_namespace, config_.lease_name, config_.identity,
+            config_.renew_deadline.count());
+      }
       break;
     }
     sleep_unless_stopped(stop, config_.retry_period);

@@ -21,11 +21,14 @@
 // margin between lease_duration and renew_deadline is what absorbs rate differences.
 //
 // Guarantees (given the assumption above):
-//  - Mutual exclusion: a leader that cannot renew within renew_deadline (counted from the
-//    start of a renew round, i.e. at most retry_period + renew_deadline after its last
-//    successful renew) calls on_stopped_leading and run() returns; a standby only takes over
-//    lease_duration after it last saw the record change, and renew_deadline + retry_period <
-//    lease_duration is enforced.
+//  - Mutual exclusion: holds_lease() turns false once renew_deadline has passed since the
+//    start of the last successful renew attempt, or the moment a read shows another holder,
+//    whichever comes first, and stays false; the same condition makes run() call
+//    on_stopped_leading and return. A standby only takes over lease_duration after it saw the
+//    record change, which is after that attempt started, and renew_deadline < lease_duration
+//    is enforced, so a guarded write checked with holds_lease() just before it is sent cannot
+//    overlap another leader's term, even when this process was paused (SIGSTOP, a long GC-like
+//    stall) for longer than the lease: the monotonic clock keeps running through the pause.
 //  - Writes are optimistic: every update is a PUT carrying the resourceVersion last read, so
 //    of two racing candidates exactly one wins; a 409 just loses that round.
 //  - Takeover after the leader dies: within lease_duration + retry_period (plus request
@@ -35,10 +38,11 @@
 //    most retry_period. Jitter (retry_period * [1, 2.2], as client-go) is kept for retries after
 //    conflicts and errors, where candidates do contend. Clean shutdown with release_on_cancel
 //    clears the holder, so a standby takes over at its next poll (within retry_period).
-// Caveats: on_stopped_leading must return only after all work guarded by the lease has stopped
-// (the lease is released right after it returns). After losing leadership the process should
-// exit (as controller-runtime does) rather than try to lead again with stale in-memory state.
-// Callbacks run on the thread calling run() and must not block for long.
+// Caveats: holds_lease() is a check, not a fence: a write already on the wire when it turns
+// false still lands. on_stopped_leading must return only after all work guarded by the lease has
+// stopped (the lease is released right after it returns). After losing leadership the process
+// should exit (as controller-runtime does) rather than try to lead again with stale in-memory
+// state. Callbacks run on the thread calling run() and must not block for long.
 namespace outbox::kube {
 
 struct LeaseElectorConfig {
@@ -66,6 +70,10 @@ class LeaseElector {
 
   bool is_leader() const { return leading_.load(); }
 
+  // Whether a write guarded by this lease may be sent now; safe from any thread. See the
+  // mutual-exclusion guarantee above.
+  bool holds_lease() const;
+
   // One acquire-or-renew attempt; public for tests. True when we hold the lease after it.
   bool try_acquire_or_renew();
 
@@ -73,12 +81,15 @@ class LeaseElector {
   bool record_says_me() const;
   void observe(const Json& lease, std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds time_left() const;
+  std::chrono::steady_clock::time_point renew_deadline_at() const;
   void release();
   std::chrono::milliseconds request_timeout() const;
 
   Client& client_;
   LeaseElectorConfig config_;
   std::atomic<bool> leading_{false};
+  // steady_clock ticks at the start of the last successful acquire or renew attempt.
+  std::atomic<std::chrono::steady_clock::rep> renewed_at_{0};
   std::mt19937_64 rng_{std::random_device{}()};
 
   Json observed_lease_;        // last Lease object read or written (carries resourceVersion)

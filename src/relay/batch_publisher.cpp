@@ -115,6 +115,7 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
     s.ids.push_back(e.id);
     if (delivered.count(e.id) == 0) {
       s.held_keys.insert(e.biz_id);
+      s.event_ids.emplace(e.id, e.event_id);
     }
   }
   out.delivered = s.delivered.size();
@@ -144,6 +145,7 @@ Settlement BatchPublisher::settle() {
     if (!was_produced[i]) {
       s.ids.push_back(batch_[i].id);
       s.held_keys.insert(batch_[i].biz_id);
+      s.event_ids.emplace(batch_[i].id, batch_[i].event_id);
     }
   }
   s.outcome.failed += unroutable_.size();
@@ -154,12 +156,19 @@ Settlement BatchPublisher::settle() {
   return s;
 }
 
+std::string failed_event_line(const RetryDecision& d, const std::string& event_id) {
+  return "event_id " + event_id + " (row id " + std::to_string(d.id) +
+         ") moved to FAILED: " + d.error +
+         "; once the cause is fixed: outbox-operator requeue --event-id " + event_id;
+}
+
 BatchOutcome BatchPublisher::write_back(OutboxStore& store, const Settlement& s) {
   store.mark_sent(s.delivered, policy_.delete_on_sent);
   store.record_failures(s.decisions);
   for (const auto& d : s.decisions) {
     if (d.failed) {
-      spdlog::warn("event id {} FAILED: {}", d.id, d.error);
+      auto it = s.event_ids.find(d.id);
+      spdlog::warn("{}", failed_event_line(d, it != s.event_ids.end() ? it->second : "?"));
     }
   }
   return s.outcome;

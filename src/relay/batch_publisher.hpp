@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -39,7 +40,8 @@ struct Settlement {
   // Keys with an event of the batch that was not delivered: a batch claimed
   // before this settlement is written back must not send later events of them.
   std::set<std::string> held_keys;
-  std::vector<std::int64_t> ids;  // every event of the batch
+  std::vector<std::int64_t> ids;                  // every event of the batch
+  std::map<std::int64_t, std::string> event_ids;  // id -> event_id, for the FAILED log line
 };
 
 // The broker's verdict on events sent in this order (`deliveries[i]` reports on
@@ -50,6 +52,10 @@ struct Settlement {
 Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
                             const std::vector<kafka::Delivery>& deliveries,
                             const PublishPolicy& policy, std::mt19937_64& rng);
+
+// The warning logged when an event moves to FAILED: names it as consumers and
+// `requeue` know it (event_id), and how to retry it.
+std::string failed_event_line(const RetryDecision& d, const std::string& event_id);
 
 // Publishes claimed batches and writes their outcome back: delivered events are
 // marked in one statement, failures recorded in one more. No transaction spans

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
 
@@ -85,9 +86,7 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
     : config_(std::move(config)),
       table_(TableName::parse(config_.table)),
-      metrics_(registry, table_.plain()),
-      producer_(config_.kafka),
-      publisher_(producer_, config_.publish) {
+      metrics_(registry, table_.plain()) {
   if (config_.batch_size < 1) {
     throw std::invalid_argument("batch size must be at least 1");
   }
@@ -98,6 +97,12 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     config_.identity = std::string(host) + "/" + std::to_string(::getpid());
+  }
+  try {
+    producer_.emplace(config_.kafka);
+    publisher_.emplace(*producer_, config_.publish);
+  } catch (const std::invalid_argument& e) {
+    config_problem_ = e.what();
   }
   last_beat_ms_ = now_ms();
 }
@@ -153,7 +158,7 @@ void Relay::disconnect() {
   metrics_.shards_owned.set(0);
   // A batch in flight can no longer be written back on this session; its events
   // stay pending and are published again (at least once).
-  publisher_.abandon();
+  publisher_->abandon();
   settled_.reset();
   claim_store_.reset();
   claim_conn_.reset();
@@ -164,6 +169,21 @@ void Relay::disconnect() {
 }
 
 void Relay::run(const std::atomic<bool>& stop) {
+  if (!config_problem_.empty()) {
+    // Nothing can be published with these properties, and they are read only at
+    // start. Staying up and not ready keeps the reason on /readyz (and so in the
+    // resource's status) until the Secret is fixed and the pod restarted.
+    spdlog::error("{} (then restart the relay); not ready until then", config_problem_);
+    {
+      std::lock_guard lock(problem_mu_);
+      problem_ = config_problem_;
+    }
+    while (!stop) {
+      last_beat_ms_ = now_ms();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return;
+  }
   std::chrono::milliseconds backoff{500};
   while (!stop) {
     try {
@@ -174,7 +194,8 @@ void Relay::run(const std::atomic<bool>& stop) {
       }
       step(stop);
     } catch (const pqxx::broken_connection& e) {
-      set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + e.what());
+      set_problem("database unreachable (" + redact_dsn(config_.dsn) +
+                  "): " + connection_failure(config_.dsn, e.what()));
     } catch (const SchemaError& e) {
       // Bad runtime configuration (no table, missing columns): stay up, not
       // ready, and say what to fix; someone may run migrate in the meantime.
@@ -194,13 +215,13 @@ void Relay::run(const std::atomic<bool>& stop) {
   // Graceful shutdown: write back the batch in flight (claiming nothing more),
   // flush, then hand the shards back at once.
   try {
-    while (conn_ && (publisher_.in_flight() || settled_)) {
+    while (conn_ && (publisher_->in_flight() || settled_)) {
       advance_pipeline(stop);
     }
   } catch (const std::exception& e) {
     spdlog::warn("writing back the last batches: {}", e.what());
   }
-  producer_.flush(std::chrono::seconds(10));
+  producer_->flush(std::chrono::seconds(10));
   if (shards_) {
     try {
       shards_->release_all();
@@ -215,7 +236,7 @@ void Relay::run(const std::atomic<bool>& stop) {
 // One turn of the loop. With a batch in flight, advance the pipeline; otherwise
 // keep the shard share fresh, then claim and send.
 void Relay::step(const std::atomic<bool>& stop) {
-  if (publisher_.in_flight() || settled_) {
+  if (publisher_->in_flight() || settled_) {
     advance_pipeline(stop);
     return;
   }
@@ -235,7 +256,7 @@ void Relay::step(const std::atomic<bool>& stop) {
     wake_->woken = false;  // new rows don't end a pause; only the pause's end does
     wait_for_work(stop,
                   std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - now));
-    if (!stop && Clock::now() >= kafka_paused_until_ && producer_.probe(std::chrono::seconds(2))) {
+    if (!stop && Clock::now() >= kafka_paused_until_ && producer_->probe(std::chrono::seconds(2))) {
       spdlog::info("kafka reachable again; resuming");
       kafka_paused_until_ = {};
       kafka_pause_ = {};
@@ -280,7 +301,7 @@ void Relay::idle(const std::atomic<bool>& stop) {
 void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   in_flight_since_ = claimed_at;
-  if (std::size_t left_out = publisher_.send(std::move(batch)); left_out > 0) {
+  if (std::size_t left_out = publisher_->send(std::move(batch)); left_out > 0) {
     // Not lost: they stay pending, untouched, and a later claim returns them.
     spdlog::debug(
         "{} events wait for a later batch: an earlier event of their key in this "
@@ -302,14 +323,14 @@ void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed
 void Relay::advance_pipeline(const std::atomic<bool>& stop) {
   // Rebalancing may release shards, so it waits until nothing is in flight: a
   // shard is never handed over with its events still on the way.
-  const bool claim_more = !stop && publisher_.in_flight() && Clock::now() < next_rebalance_;
+  const bool claim_more = !stop && publisher_->in_flight() && Clock::now() < next_rebalance_;
   const auto claimed_at = Clock::now();
   std::vector<OutboxEvent> next;
   std::set<std::string> held;
   if (settled_) {
     std::future<std::vector<OutboxEvent>> claim;
     if (claim_more) {
-      std::vector<std::int64_t> exclude = publisher_.ids_in_flight();
+      std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
       exclude.insert(exclude.end(), settled_->ids.begin(), settled_->ids.end());
       wake_->woken = false;
       claim = std::async(std::launch::async, [this, exclude = std::move(exclude)] {
@@ -323,12 +344,12 @@ void Relay::advance_pipeline(const std::atomic<bool>& stop) {
     }
   } else if (claim_more) {
     wake_->woken = false;
-    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_.ids_in_flight());
+    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_->ids_in_flight());
   }
-  if (!publisher_.in_flight()) {
+  if (!publisher_->in_flight()) {
     return;  // only a write-back was left
   }
-  Settlement settled = publisher_.settle();
+  Settlement settled = publisher_->settle();
   metrics_.publish_latency.observe(
       std::chrono::duration<double>(Clock::now() - in_flight_since_).count());
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
@@ -354,7 +375,7 @@ void Relay::advance_pipeline(const std::atomic<bool>& stop) {
 void Relay::write_back_settled() {
   Settlement s = std::move(*settled_);
   settled_.reset();
-  record(publisher_.write_back(*store_, s));
+  record(publisher_->write_back(*store_, s));
 }
 
 // Records a written-back batch's outcome in the metrics.

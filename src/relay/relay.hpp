@@ -70,7 +70,9 @@ class Relay {
 
   // Runs until `stop` becomes true; then finishes the batch in flight, marks what
   // was delivered, releases its shards and returns. Database and broker outages
-  // are retried with backoff, never thrown. Bad configuration is thrown.
+  // are retried with backoff, never thrown. Kafka properties that are refused keep
+  // the relay not ready until `stop`, with the reason as its problem(). Other bad
+  // configuration is thrown.
   void run(const std::atomic<bool>& stop);
 
   bool ready() const { return ready_.load(); }
@@ -95,8 +97,12 @@ class Relay {
   RelayConfig config_;
   TableName table_;
   RelayMetrics metrics_;
-  kafka::BatchProducer producer_;
-  BatchPublisher publisher_;
+  // Empty when the Kafka properties were refused (config_problem_ says why): the
+  // relay then stays up and not ready, so the refusal reaches /readyz and status
+  // instead of a crash loop.
+  std::optional<kafka::BatchProducer> producer_;
+  std::optional<BatchPublisher> publisher_;
+  std::string config_problem_;
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<ShardOwnership> shards_;
   std::unique_ptr<OutboxStore> store_;

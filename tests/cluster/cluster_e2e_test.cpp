@@ -79,6 +79,17 @@ int most_holders_of_one_shard(const RelayUnderTest& r) {
   return row[0].as<int>();
 }
 
+// True once the relay runs `n` Ready pods and none of them is one of `old_pods`.
+bool all_replaced(const RelayUnderTest& r, const std::set<std::string>& old_pods, std::size_t n) {
+  auto now = names_of(pods(r.ns, r.relay_selector()));
+  for (const auto& p : now) {
+    if (old_pods.count(p)) {
+      return false;
+    }
+  }
+  return now.size() == n && ready_pods(r.ns, r.relay_selector()).size() == n;
+}
+
 void wait_for_ready_pods(const RelayUnderTest& r, std::size_t n, std::chrono::seconds timeout) {
   ASSERT_TRUE(eventually(
       [&] {
@@ -209,17 +220,7 @@ TEST(Cluster, RolloutOfANewPodTemplateUnderLoadLosesNothingAndNeverSharesAShard)
   });
   // A new batch size changes the rendered arguments, so the pod template changes.
   r.apply({{"relay", {{"batchSize", 50}}}});
-  bool rolled = eventually(
-      [&] {
-        auto now = names_of(pods(r.ns, r.relay_selector()));
-        for (const auto& p : now) {
-          if (old_pods.count(p)) {
-            return false;
-          }
-        }
-        return now.size() == 2 && ready_pods(r.ns, r.relay_selector()).size() == 2;
-      },
-      180s);
+  bool rolled = eventually([&] { return all_replaced(r, old_pods, 2); }, 180s);
   std::this_thread::sleep_for(2s);
   rolling = false;
   sampler.join();
@@ -316,17 +317,7 @@ TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPasswor
   // Rotate: the old password stops working for new sessions; the Secret has the new one.
   sql("ALTER ROLE " + role + " PASSWORD 'second-password'");
   set_secret("second-password");
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto now = names_of(pods(r.ns, r.relay_selector()));
-        for (const auto& p : now) {
-          if (before.count(p)) {
-            return false;
-          }
-        }
-        return now.size() == 2 && ready_pods(r.ns, r.relay_selector()).size() == 2;
-      },
-      120s))
+  EXPECT_TRUE(eventually([&] { return all_replaced(r, before, 2); }, 120s))
       << kubectl("-n " + r.ns + " get pods");
   EXPECT_NE(annotation(), hash_before);
   // Ready new pods logged in with the new password (the old one is refused); they deliver.

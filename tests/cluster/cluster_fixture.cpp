@@ -64,15 +64,17 @@ void install_operator() {
   std::call_once(once, [] {
     const std::string& image = node_env().image;
     const auto colon = image.rfind(':');
-    // Values any user may set: the image, and short lease timings so failover tests are
-    // quick. The chart's CRD comes with it (crds/).
+    // Values any user may set: the image, short lease timings so failover tests are quick,
+    // and a short resync so a rotated Secret is seen within seconds (the operator reads
+    // Secrets by name, never watches them). The chart's CRD comes with it (crds/).
     helm("upgrade --install " + std::string(kRelease) + " '" + OUTBOX_SOURCE_DIR +
          "/charts/outbox-operator' --namespace " + kOperatorNamespace +
          " --create-namespace --wait --timeout 180s" +
          " --set image.repository=" + image.substr(0, colon) +
          " --set image.tag=" + image.substr(colon + 1) + " --set image.pullPolicy=Never" +
          " --set leaderElection.leaseDuration=6s --set leaderElection.renewDeadline=4s" +
-         " --set leaderElection.retryPeriod=1s --set log.format=text");
+         " --set leaderElection.retryPeriod=1s --set controller.resyncPeriod=5s" +
+         " --set log.format=text");
     kubectl("wait --for=condition=Established crd/outboxrelays.outbox.dev --timeout=60s");
   });
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include <pqxx/pqxx>
 
@@ -274,6 +275,162 @@ TEST_F(ControllerE2E, DegradedForAMissingSecretThenReadyFromTheDeploymentStatus)
         return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 3;
       },
       20s));
+}
+
+// The apiserver refuses one owned object (here through a ValidatingAdmissionPolicy, so the test
+// does not depend on which specs the CRD lets through): the resource says so in its status,
+// with the apiserver's words and the object's name, and recovers once the refusal stops.
+TEST_F(ControllerE2E, AnOwnedObjectTheApiserverRefusesMakesTheResourceDegraded) {
+  const kube::Resource policies{"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                                false};
+  const kube::Resource bindings{"admissionregistration.k8s.io", "v1",
+                                "validatingadmissionpolicybindings", false};
+  const std::string policy = "refuse-0-5-" + ns;
+  client.create(
+      policies, "",
+      {{"apiVersion", "admissionregistration.k8s.io/v1"},
+       {"kind", "ValidatingAdmissionPolicy"},
+       {"metadata", {{"name", policy}}},
+       {"spec",
+        {{"failurePolicy", "Fail"},
+         {"matchConstraints",
+          {{"resourceRules", Json::array({{{"apiGroups", {"batch"}},
+                                           {"apiVersions", {"v1"}},
+                                           {"operations", {"CREATE", "UPDATE"}},
+                                           {"resources", {"cronjobs"}}}})}}},
+         {"validations", Json::array({{{"expression", "object.spec.schedule != '0 5 * * *'"},
+                                       {"message", "no jobs at five in this test"}}})}}}});
+  auto bind = [&] {
+    client.create(
+        bindings, "",
+        {{"apiVersion", "admissionregistration.k8s.io/v1"},
+         {"kind", "ValidatingAdmissionPolicyBinding"},
+         {"metadata", {{"name", policy}}},
+         {"spec",
+          {{"policyName", policy},
+           {"validationActions", {"Deny"}},
+           {"matchResources",
+            {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", ns}}}}}}}}}});
+    // The policy takes effect asynchronously: wait until a dry run is refused.
+    ASSERT_TRUE(eventually(
+        [&] {
+          try {
+            testing::kubectl("-n " + ns +
+                             " create cronjob probe --image=x --schedule='0 5 * * *' "
+                             "--dry-run=server");
+            return false;
+          } catch (const std::exception&) {
+            return true;
+          }
+        },
+        20s));
+  };
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "refused-" + ns);
+
+  // A healthy resource, then an edit the apiserver refuses for the retention CronJob.
+  client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return observed("orders") &&
+               condition(relay("orders"), "Degraded").value("status", "") == "False";
+      },
+      20s));
+  bind();
+  if (HasFatalFailure()) {
+    return;
+  }
+  client.merge_patch(
+      kOutboxRelays, ns, "orders",
+      {{"spec", {{"relay", {{"replicas", 3}}}, {"retention", {{"schedule", "0 5 * * *"}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "Degraded").value("status", "") == "True"; }, 20s));
+  Json degraded = condition(relay("orders"), "Degraded");
+  const std::string message = degraded.at("message");
+  EXPECT_EQ(degraded.at("reason"), "ApplyFailed");
+  EXPECT_NE(message.find("CronJob orders-cleanup"), std::string::npos) << message;
+  EXPECT_NE(message.find("no jobs at five in this test"), std::string::npos) << message;
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer), 2);
+  EXPECT_EQ(degraded.at("observedGeneration"), 2);
+  EXPECT_EQ(condition(relay("orders"), "Ready").value("status", ""), "False");
+  // The objects the apiserver accepted are applied all the same.
+  EXPECT_EQ(get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer), 3);
+  ASSERT_TRUE(eventually([&] { return warning_events("ApplyFailed").size() == 1; }, 10s));
+  EXPECT_NE(
+      warning_events("ApplyFailed")[0].at("message").get<std::string>().find("orders-cleanup"),
+      std::string::npos);
+  EXPECT_EQ(warning_events("ApplyFailed")[0].at("/involvedObject/name"_json_pointer), "orders");
+
+  // A new resource refused from the start also gets a status and observedGeneration 1.
+  Json spec = base_spec();
+  spec["compensation"]["schedule"] = "0 5 * * *";
+  client.create(kOutboxRelays, ns, relay_object("billing", spec));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("billing"), "Degraded").value("reason", "") == "ApplyFailed" &&
+               relay("billing").at("/status/observedGeneration"_json_pointer) == 1;
+      },
+      20s));
+  EXPECT_NE(condition(relay("billing"), "Degraded")
+                .at("message")
+                .get<std::string>()
+                .find("CronJob billing-compensate"),
+            std::string::npos);
+
+  // The refusal stops: the retry applies the CronJob and Degraded clears.
+  client.remove(bindings, "", policy);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("orders"), "Degraded").value("status", "") == "False" &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/schedule"_json_pointer) ==
+                   "0 5 * * *";
+      },
+      40s));
+  client.remove(policies, "", policy);
+}
+
+// Resync reconciles every resource although nothing changed, without writing anything; an
+// ownerReference someone removed comes back (without it the object would outlive its owner);
+// a restarted controller finds nothing to apply.
+TEST_F(ControllerE2E, ResyncRepairsARemovedOwnerReferenceAndWritesNothingWhenIdle) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {"--resync-period=1s"}, "resync-" + ns);
+  Json created = client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  const std::string uid = created.at("metadata").at("uid");
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  std::this_thread::sleep_for(1500ms);  // the first passes settle
+
+  const std::string ok = "outbox_controller_reconcile_total{result=\"success\"}";
+  std::string before = ctl.metrics();
+  std::this_thread::sleep_for(3500ms);
+  std::string after = ctl.metrics();
+  EXPECT_GE(testing::metric(after, ok) - testing::metric(before, ok), 2)
+      << "one reconcile per resync period";
+  EXPECT_EQ(testing::metric(after, "outbox_controller_applies_total"),
+            testing::metric(before, "outbox_controller_applies_total"));
+  EXPECT_EQ(testing::metric(after, "outbox_controller_status_writes_total"),
+            testing::metric(before, "outbox_controller_status_writes_total"));
+
+  for (const auto& [kind, name] :
+       {std::pair{"deployment", "orders-relay"}, std::pair{"cronjob", "orders-cleanup"}}) {
+    testing::kubectl(
+        "-n " + ns + " patch " + kind + " " + name +
+        " --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}]'");
+  }
+  auto owned_by_relay = [&](const kube::Resource& r, const std::string& name) {
+    Json refs = get(r, name).at("metadata").value("ownerReferences", Json::array());
+    return refs.size() == 1 && refs[0].at("uid") == uid && refs[0].at("controller") == true;
+  };
+  EXPECT_TRUE(eventually([&] { return owned_by_relay(owned::deployments, "orders-relay"); }, 10s));
+  EXPECT_TRUE(eventually([&] { return owned_by_relay(owned::cron_jobs, "orders-cleanup"); }, 10s));
+
+  // A new process (a restart, a failover) finds every object as it would apply it: no write.
+  ctl.process.kill9();
+  testing::ControllerProcess again(ns, {"--resync-period=1s"}, "resync-again-" + ns);
+  ASSERT_TRUE(eventually([&] { return testing::metric(again.metrics(), ok) >= 2; }, 20s));
+  const std::string m = again.metrics();
+  EXPECT_EQ(testing::metric(m, "outbox_controller_applies_total"), 0) << m;
+  EXPECT_EQ(testing::metric(m, "outbox_controller_status_writes_total"), 0) << m;
 }
 
 TEST_F(ControllerE2E, StalledFromTheReportedBacklogAndClearedWhenItDrains) {

@@ -73,6 +73,44 @@ TEST(RenderRelay, KafkaSecretKeysBecomeEnvAndExpandedArgsNeverValues) {
             args.end());
 }
 
+// Kubernetes expands $(VAR) in args from the container's environment, which holds
+// OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
+TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {
+  RenderOptions opts{"img:1", {"sasl.password"}, ""};
+  RenderedRelay r = render_relay(
+      relay({{"kafka",
+              {{"configSecretRef", {{"name", "kc"}}},
+               {"topic", "t.$(OUTBOX_DSN)"},
+               {"routes", Json::array({{{"bizType", "$(OUTBOX_DSN)"}, {"topic", "x$y"}}})}}},
+             {"retention", {{"archiveTable", "$(OUTBOX_DSN)"}}}}),
+      opts);
+  const Json args = find(r, "Deployment", "orders-relay")
+                        ->at("/spec/template/spec/containers/0/args"_json_pointer);
+  auto has = [&](const Json& list, const std::string& arg) {
+    return std::find(list.begin(), list.end(), arg) != list.end();
+  };
+  EXPECT_TRUE(has(args, "--route=$$(OUTBOX_DSN)=x$$y")) << args.dump();
+  EXPECT_TRUE(has(args, "--topic=t.$$(OUTBOX_DSN)")) << args.dump();
+  // The project's own reference still expands.
+  EXPECT_TRUE(has(args, "--kafka-property=sasl.password=$(OUTBOX_KAFKA_PROPERTY_0)"));
+  const Json compensate =
+      find(r, "CronJob", "orders-compensate")
+          ->at("/spec/jobTemplate/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_TRUE(has(compensate, "--route=$$(OUTBOX_DSN)=x$$y")) << compensate.dump();
+  const Json cleanup =
+      find(r, "CronJob", "orders-cleanup")
+          ->at("/spec/jobTemplate/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_TRUE(has(cleanup, "--archive-table=$$(OUTBOX_DSN)")) << cleanup.dump();
+  // No unescaped reference other than the project's own, in any container.
+  for (const auto& o : r.objects) {
+    const std::string text = o.object.dump();
+    for (auto at = text.find("$(OUTBOX_DSN)"); at != std::string::npos;
+         at = text.find("$(OUTBOX_DSN)", at + 1)) {
+      EXPECT_TRUE(at > 0 && text[at - 1] == '$') << text;
+    }
+  }
+}
+
 TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
   RenderOptions opts{"img:1", {}, ""};
   auto hash = [&](const Json& patch) {
@@ -186,6 +224,27 @@ TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
   EXPECT_EQ(
       find_condition(compute_status({r, nullptr, std::nullopt, now}), "JobFailed").at("status"),
       "False");
+}
+
+// A rotated Secret (new resourceVersion) must change the relay pod template, so the pods roll
+// and read the new value; nothing else about the Secrets may.
+TEST(RenderRelay, SecretVersionsChangeThePodTemplateAndNothingElse) {
+  auto rendered = [](const std::string& versions) {
+    RenderOptions opts{"img:1", {}, versions};
+    return render_relay(relay(), opts);
+  };
+  auto annotations = [](const RenderedRelay& r) {
+    return find(r, "Deployment", "orders-relay")
+        ->at("/spec/template/metadata/annotations"_json_pointer);
+  };
+  RenderedRelay before = rendered("orders-db=100\n");
+  RenderedRelay after = rendered("orders-db=101\n");
+  EXPECT_NE(annotations(before).at(kSecretsHashAnnotation),
+            annotations(after).at(kSecretsHashAnnotation));
+  EXPECT_EQ(annotations(before).at(kConfigHashAnnotation),
+            annotations(after).at(kConfigHashAnnotation));
+  EXPECT_EQ(*find(before, "ConfigMap", "orders-config"),
+            *find(after, "ConfigMap", "orders-config"));
 }
 
 TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {

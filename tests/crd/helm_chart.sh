@@ -69,6 +69,30 @@ expect_not_contains "no PodDisruptionBudget with one replica" "$v" "kind: PodDis
 v=$(render --set replicaCount=1 --set leaderElection.enabled=false)
 expect_not_contains "no --leader-elect when disabled" "$v" "--leader-elect"
 expect_not_contains "no Lease Role when leader election is disabled" "$v" "leader-election"
+v=$(render --set controller.burst=1000000)
+expect_contains "a large burst is passed as an integer" "$v" 'value: "1000000"'
+expect_contains "default workers" "$d" $'name: OUTBOX_WORKERS\n              value: "2"'
+expect_contains "default qps" "$d" $'name: OUTBOX_QPS\n              value: "50"'
+expect_contains "default burst" "$d" $'name: OUTBOX_BURST\n              value: "100"'
+expect_contains "default resync period" "$d" $'name: OUTBOX_RESYNC_PERIOD\n              value: "10m"'
+v=$(render --set leaderElection.leaseDuration=1m30s --set leaderElection.renewDeadline=1m --set leaderElection.retryPeriod=2.5s) &&
+  pass "compound durations that satisfy the lease rules render" || fail "1m30s / 1m / 2.5s refused: $v"
+v=$(render --set replicaCount=1 --set leaderElection.enabled=false --set leaderElection.leaseDuration=5s) &&
+  pass "lease timing is not checked without leader election" || fail "leader election off, still refused: $v"
+# The controller refuses these at start-up (client-go's rules): the chart must refuse them first.
+lease_bad() { # lease_bad LEASE RENEW RETRY EXPECTED
+  local out
+  if out=$(render --set leaderElection.leaseDuration="$1" --set leaderElection.renewDeadline="$2" \
+    --set leaderElection.retryPeriod="$3" 2>&1); then
+    fail "leaseDuration $1, renewDeadline $2, retryPeriod $3 rendered (the operator would crash-loop)"
+  else
+    expect_contains "leaseDuration $1, renewDeadline $2, retryPeriod $3 refused" "$out" "$4"
+  fi
+}
+lease_bad 5s 10s 2s "leaderElection.leaseDuration must be greater than renewDeadline + retryPeriod"
+lease_bad 12s 10s 2s "leaderElection.leaseDuration must be greater than renewDeadline + retryPeriod"
+lease_bad 15s 2s 2s "leaderElection.renewDeadline must be greater than 1.2 x retryPeriod"
+lease_bad 500ms 200ms 100ms "leaderElection.leaseDuration must be at least 1s"
 v=$(render --set image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef)
 expect_contains "image by digest" "$v" 'image: "ghcr.io/outbox-operator/outbox-operator@sha256:0123'
 
@@ -91,6 +115,10 @@ done
 expect_contains "stuck threshold from values" "$n" "(outbox_oldest_pending_seconds{outbox_component=\"relay\"}) > 300"
 expect_contains "PodDisruptionBudget minAvailable from values" "$n" "minAvailable: 2"
 expect_contains "HTTP port from values" "$n" "containerPort: 9090"
+expect_contains "workers from values" "$n" $'name: OUTBOX_WORKERS\n              value: "8"'
+expect_contains "qps from values" "$n" $'name: OUTBOX_QPS\n              value: "200.5"'
+expect_contains "burst from values" "$n" $'name: OUTBOX_BURST\n              value: "400"'
+expect_contains "resync period from values" "$n" $'name: OUTBOX_RESYNC_PERIOD\n              value: "5m"'
 
 # --- the values schema ------------------------------------------------------------------
 for f in "$CRD_TEST_DIR"/values-bad/*.yaml; do

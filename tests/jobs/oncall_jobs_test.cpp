@@ -178,7 +178,15 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
       {"relay --brokers 127.0.0.1:1 --kafka-property novalue" + table, "key=value"},
       {"relay --brokers 127.0.0.1:1 --listen 127.0.0.1:80x" + table, "--listen port \"80x\""},
       {"--config /nonexistent/outbox.toml inspect" + table, "not readable"},
-      {"inspect --table " + t.table.table() + "_missing", "does not exist"},
+      // A missing table gets the relay's words, not SQL with a caret.
+      {"inspect --table " + t.table.table() + "_missing",
+       "does not exist: run `outbox-operator migrate --table public." + t.table.table() +
+           "_missing` first"},
+      {"requeue --biz-type order --table " + t.table.table() + "_missing",
+       "does not exist: run `outbox-operator migrate --table public." + t.table.table() +
+           "_missing` first"},
+      {"replay --biz-type order --table " + t.table.table() + "_missing",
+       "run `outbox-operator migrate"},
       {"no-such-command", "unknown command \"no-such-command\""},
   };
   for (const auto& c : cases) {
@@ -186,6 +194,7 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
     EXPECT_NE(r.exit_code, 0) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_EQ(r.output.find("password"), std::string::npos) << "no secret in: " << r.output;
+    EXPECT_EQ(r.output.find("LINE 1"), std::string::npos) << "raw SQL error: " << r.output;
   }
   EXPECT_EQ(t.count("status = 1"), 40);
   EXPECT_EQ(t.count("status = 2"), 5);
@@ -205,7 +214,7 @@ TEST(Cli, AConfigFileSuppliesFlagsAndTheCommandLineWins) {
   const std::string file = write_file("[inspect]\ntable = \"" + missing + "\"\n");
   auto r = run_cli(t.dsn, bin + file + " inspect");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find(missing + "\" does not exist"), std::string::npos)
+  EXPECT_NE(r.output.find(missing + " does not exist"), std::string::npos)
       << "the table came from the file: " << r.output;
   r = run_cli(t.dsn, bin + file + " inspect --table " + t.table.plain());
   EXPECT_EQ(r.exit_code, 0) << "the command line wins: " << r.output;

@@ -86,6 +86,10 @@ class Probe {
     reader_.join();
   }
 
+  std::vector<Line> lines() const {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
   std::optional<Line> find(const std::string& event) const {
     std::lock_guard lock(mutex_);
     for (const auto& l : lines_) {
@@ -201,8 +205,9 @@ TEST_F(KubeElectorE2eTest, CleanShutdownReleasesAtOnceAndLeadershipNeverOverlaps
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "probe-b");
 }
 
-// A leader that cannot reach the apiserver steps down by itself within retry period + renew
-// deadline, before its lease (as others see it) can expire. Shorter durations to keep it quick.
+// A leader that cannot reach the apiserver steps down by itself within the renew deadline of
+// its last renewal, before its lease (as others see it) can expire. Shorter durations to keep it
+// quick.
 TEST_F(KubeElectorE2eTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) {
   Probe a(ns_, lease_, "probe-a",
           {"--lease-ms", "8000", "--renew-ms", "4000", "--retry-ms", "1000"});
@@ -215,9 +220,47 @@ TEST_F(KubeElectorE2eTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) 
   ASSERT_TRUE(stopped);
   double stepped_down_s = static_cast<double>(stopped->at - cut) / 1e6;
   std::printf("leader stepped down %.2f s after losing the apiserver\n", stepped_down_s);
-  EXPECT_LE(stepped_down_s, 1.0 + 4.0 + 0.5) << "retry period + renew deadline";
+  EXPECT_LE(stepped_down_s, 4.0 + 0.5) << "renew deadline after the last renewal (before the cut)";
   EXPECT_LT(stepped_down_s, 8.0) << "strictly before the lease duration";
   EXPECT_EQ(a.wait_exit(), 1) << "run() reports the loss";
+}
+
+// A leader frozen (SIGSTOP) longer than its lease: the standby takes over. Once thawed, the old
+// leader's guard is closed from its first look (the monotonic clock ran through the pause), it
+// never opens again, and the old leader steps down as soon as it reads the Lease, not a renew
+// deadline later.
+TEST_F(KubeElectorE2eTest, LeaderPausedPastItsLeaseClosesItsGuardAtOnceWhenResumed) {
+  Probe a(ns_, lease_, "probe-a",
+          {"--lease-ms", "4000", "--renew-ms", "3000", "--retry-ms", "500"});
+  ASSERT_TRUE(a.await("guard_open", 20s));
+  Probe b(ns_, lease_, "probe-b",
+          {"--lease-ms", "4000", "--renew-ms", "3000", "--retry-ms", "500"});
+  ASSERT_TRUE(b.await("new_leader probe-a", 10s));
+  a.signal(SIGSTOP);
+  ASSERT_TRUE(b.await("started", 20s)) << "the standby takes the expired lease";
+  std::this_thread::sleep_for(1s);
+  const Micros resumed = now_us();
+  a.signal(SIGCONT);
+  auto closed = a.await("guard_closed", 5s);
+  auto stopped = a.await("stopped", 5s);
+  std::string seen;
+  for (const Line& line : a.lines()) {
+    seen += std::to_string(line.at - resumed) + " us: " + line.event + "\n";
+  }
+  ASSERT_TRUE(closed) << seen;
+  ASSERT_TRUE(stopped) << seen;
+  const double closed_s = static_cast<double>(closed->at - resumed) / 1e6;
+  const double stopped_s = static_cast<double>(stopped->at - resumed) / 1e6;
+  std::printf("after SIGCONT: guard closed %.3f s, stepped down %.3f s\n", closed_s, stopped_s);
+  EXPECT_LT(closed_s, 0.2) << "closed at the first look";
+  EXPECT_LT(stopped_s, 1.0) << "stepped down on seeing the other holder, not 3 s later";
+  EXPECT_EQ(a.wait_exit(), 1) << "run() reports the loss";
+  int opens = 0;
+  for (const Line& line : a.lines()) {
+    opens += line.event == "guard_open" ? 1 : 0;
+  }
+  EXPECT_EQ(opens, 1) << "the guard never reopened after the pause";
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "probe-b");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // kube_elector_probe: runs one LeaseElector and prints its transitions, one per line:
 //   <steady-clock microseconds> <event> [detail]
-// events: started, stopped, new_leader <identity>, exit <0 clean | 1 lost>.
+// events: started, stopped, new_leader <identity>, exit <0 clean | 1 lost>, and guard_open /
+// guard_closed when holds_lease() changes (sampled every 50 ms, as a worker would check it).
 // The steady clock is CLOCK_MONOTONIC, shared by all processes on the machine, so the lines of
 // two probes (and the test driving them) can be merged into one timeline.
 // SIGTERM or SIGINT: clean shutdown (stop leading, release the Lease, exit 0).
@@ -77,7 +78,17 @@ int main(int argc, char** argv) {
   std::jthread worker([&](std::stop_token stop) { result = elector.run(stop) ? 0 : 1; });
   emit("ready");
   timespec tick{0, 50'000'000};
-  while (result.load() < 0) {
+  bool guard = false;
+  for (;;) {
+    // Sampled before the exit check, so that a guard that closed just as run() returned is
+    // still reported.
+    if (elector.holds_lease() != guard) {
+      guard = !guard;
+      emit(guard ? "guard_open" : "guard_closed");
+    }
+    if (result.load() >= 0) {
+      break;
+    }
     if (sigtimedwait(&signals, nullptr, &tick) > 0) {
       worker.request_stop();
       break;

@@ -47,6 +47,28 @@ TEST(TopicRouter, ExplicitRouteWinsOverTheTemplate) {
   EXPECT_EQ(fixed.topic_for("X"), "all-events");
   relay::TopicRouter twice("{biz_type}.{biz_type}", {});
   EXPECT_EQ(twice.topic_for("a"), "a.a");
+  relay::TopicRouter placeholder_route("outbox.{biz_type}", {{"A", "special.{biz_type}"}});
+  EXPECT_EQ(placeholder_route.topic_for("A"), "special.A");
+}
+
+TEST(TopicRouter, ARouteSplitsAtTheLastEqualsSign) {
+  using R = relay::TopicRouter;
+  EXPECT_EQ(R::parse_route("ORDER_PAID=payments"),
+            (std::pair<std::string, std::string>{"ORDER_PAID", "payments"}));
+  // A biz_type may hold '=', a topic name cannot.
+  EXPECT_EQ(R::parse_route("ORDER=PAID=payments"),
+            (std::pair<std::string, std::string>{"ORDER=PAID", "payments"}));
+  EXPECT_EQ(R::parse_route("A=x.{biz_type}"),
+            (std::pair<std::string, std::string>{"A", "x.{biz_type}"}));
+  for (const char* bad : {"payments", "=payments", "ORDER=", "ORDER=PAID topic"}) {
+    try {
+      R::parse_route(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("route \"") + bad + "\""), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(TopicName, IllegalNamesAreExplained) {
@@ -88,11 +110,11 @@ TEST(Duration, ParsesGoStyleDurations) {
   EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
 }
 
-TEST(RedactDsn, HidesPasswordsInBothDsnForms) {
-  EXPECT_EQ(redact_dsn("host=db user=app password=s3cret dbname=x"),
-            "host=db user=app password=*** dbname=x");
-  EXPECT_EQ(redact_dsn("postgresql://app:s3cret@db:5432/x"), "postgresql://app:***@db:5432/x");
-  EXPECT_EQ(redact_dsn("host=db"), "host=db");
+TEST(FailedEventLine, NamesTheEventIdAndHowToRequeueIt) {
+  RetryDecision d{42, true, {}, "Broker: Message size too large"};
+  EXPECT_EQ(relay::failed_event_line(d, "0f8e1c2a-uuid"),
+            "event_id 0f8e1c2a-uuid (row id 42) moved to FAILED: Broker: Message size too large; "
+            "once the cause is fixed: outbox-operator requeue --event-id 0f8e1c2a-uuid");
 }
 
 TEST(ErrorClass, OnlyRealRefusalsCountAsAttempts) {

@@ -51,6 +51,13 @@ int ChildProcess::terminate(std::chrono::seconds timeout) {
     return -1;
   }
   ::kill(pid_, SIGTERM);
+  return wait(timeout);
+}
+
+int ChildProcess::wait(std::chrono::seconds timeout) {
+  if (pid_ <= 0) {
+    return -1;
+  }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;

@@ -21,6 +21,8 @@ class ChildProcess {
   void kill9();
   // SIGTERM, then waits; returns the exit status (128 + signal if killed), -1 on timeout.
   int terminate(std::chrono::seconds timeout = std::chrono::seconds(30));
+  // Waits for the process to exit on its own; the exit status as terminate(), -1 on timeout.
+  int wait(std::chrono::seconds timeout);
   int pid() const { return pid_; }
 
  private:

@@ -62,3 +62,40 @@ app.kubernetes.io/part-of: outbox-operator
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* A duration as the values schema allows it ("1h30m", "2.5s", "500ms"), in milliseconds. */}}
+{{- define "outbox-operator.durationMs" -}}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9]+([.][0-9]+)?(ms|s|m|h)" . -1 }}
+{{- $unit := regexFind "(ms|s|m|h)$" . }}
+{{- $scale := get (dict "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0) $unit }}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) $scale) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+The controller's own checks of the leader-election timing (as client-go's), made at
+render time: otherwise a bad combination renders fine and every pod crash-loops.
+*/}}
+{{- define "outbox-operator.checkLeaderElection" -}}
+{{- if .Values.leaderElection.enabled }}
+{{- $le := .Values.leaderElection }}
+{{- $lease := float64 (include "outbox-operator.durationMs" $le.leaseDuration) }}
+{{- $renew := float64 (include "outbox-operator.durationMs" $le.renewDeadline) }}
+{{- $retry := float64 (include "outbox-operator.durationMs" $le.retryPeriod) }}
+{{- $values := printf "leaseDuration %s, renewDeadline %s, retryPeriod %s" $le.leaseDuration $le.renewDeadline $le.retryPeriod }}
+{{- if lt $lease 1000.0 }}
+{{- fail (printf "leaderElection.leaseDuration must be at least 1s (%s)" $values) }}
+{{- end }}
+{{- if le $retry 0.0 }}
+{{- fail (printf "leaderElection.retryPeriod must be greater than zero (%s)" $values) }}
+{{- end }}
+{{- if ge (addf $renew $retry) $lease }}
+{{- fail (printf "leaderElection.leaseDuration must be greater than renewDeadline + retryPeriod, or the operator refuses to start (%s)" $values) }}
+{{- end }}
+{{- if le $renew (mulf 1.2 $retry) }}
+{{- fail (printf "leaderElection.renewDeadline must be greater than 1.2 x retryPeriod, or the operator refuses to start (%s)" $values) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,110 @@
+#include "common/log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+namespace outbox {
+namespace {
+
+// A password that ends a quoted value early for anyone who ignores `\'`.
+const std::string kTrickyDsn =
+    R"(host=db user=app password='p\'ss word' sslpassword=k3y dbname=orders)";
+// What libpq says about a wrong password, newline and all.
+const std::string kLibpqError =
+    "connection to server at \"db\" (10.0.0.1), port 5432 failed: FATAL:  password "
+    "authentication failed for user \"app\"\n";
+const std::string kAwkward = "quote \" backslash \\ tab \t newline \n second line \x01 end";
+
+// Logs the messages through configure_logging's logger (stderr) and returns what
+// reached stderr, split into lines.
+std::vector<std::string> log_through_real_logger(const std::string& format) {
+  char path[] = "/tmp/outbox-log-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  EXPECT_GE(fd, 0);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  EXPECT_TRUE(configure_logging("info", format));
+  spdlog::error("database unreachable ({}): {}", redact_dsn(kTrickyDsn), kLibpqError);
+  spdlog::warn("{}", kAwkward);
+  spdlog::info("plain line");
+  spdlog::default_logger()->flush();
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
+  std::remove(path);
+  return lines;
+}
+
+TEST(Logging, EveryJsonLineParsesAndKeepsTheMessage) {
+  const auto lines = log_through_real_logger("json");
+  ASSERT_EQ(lines.size(), 3u);
+  std::vector<std::string> messages;
+  for (const auto& line : lines) {
+    nlohmann::json record;
+    ASSERT_NO_THROW(record = nlohmann::json::parse(line)) << line;
+    EXPECT_TRUE(record.at("ts").is_string());
+    EXPECT_TRUE(record.at("level").is_string());
+    messages.push_back(record.at("msg").get<std::string>());
+  }
+  EXPECT_EQ(messages[0], "database unreachable (" + redact_dsn(kTrickyDsn) + "): " + kLibpqError);
+  EXPECT_EQ(messages[1], kAwkward);
+  EXPECT_EQ(messages[2], "plain line");
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find("ss word"), std::string::npos) << line;
+    EXPECT_EQ(line.find("k3y"), std::string::npos) << line;
+  }
+}
+
+TEST(Logging, EveryTextRecordIsOneLine) {
+  const auto lines = log_through_real_logger("text");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find(" error database unreachable ("), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("for user \"app\"\\n"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find(R"(quote " backslash \ tab \t newline \n second line \x01 end)"),
+            std::string::npos)
+      << lines[1];
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find("ss word"), std::string::npos) << line;
+    EXPECT_EQ(line.find("k3y"), std::string::npos) << line;
+  }
+}
+
+TEST(RedactDsn, HidesEverySecretInTheKeyValueForm) {
+  EXPECT_EQ(redact_dsn(kTrickyDsn), "user=app password=*** dbname=orders host=db sslpassword=***");
+  EXPECT_EQ(redact_dsn("host=db user=app password=s3cret dbname=x"),
+            "user=app password=*** dbname=x host=db");
+  EXPECT_EQ(redact_dsn("host=db application_name='a b'"), "host=db application_name='a b'");
+  EXPECT_EQ(redact_dsn("host=db"), "host=db");
+}
+
+TEST(RedactDsn, HidesEverySecretInTheUriForm) {
+  EXPECT_EQ(redact_dsn("postgresql://app:s3cret@db:5432/x?sslpassword=k3y&sslmode=require"),
+            "user=app password=*** dbname=x host=db port=5432 sslmode=require sslpassword=***");
+  EXPECT_EQ(redact_dsn("postgres://db/x?password=s3cret"), "password=*** dbname=x host=db");
+}
+
+TEST(RedactDsn, ShowsNothingOfADsnLibpqCannotParse) {
+  // libpq reads `"a` as the password and then fails on `b"`; its message would
+  // quote the fragment.
+  const std::string shown = redact_dsn(R"(host=db password="a b" user=app)");
+  EXPECT_EQ(shown, "(connection string not shown: libpq cannot parse it)");
+}
+
+}  // namespace
+}  // namespace outbox

@@ -1,0 +1,63 @@
+// What the relay logs of librdkafka's errors. Unit: no broker.
+#include <chrono>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "kafka/producer.hpp"
+
+namespace outbox::kafka {
+namespace {
+
+TEST(ProducerEvents, AConnectionErrorIsLoggedOnce) {
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  {
+    ProducerConfig c;
+    c.bootstrap_servers = "127.0.0.1:1";  // nothing listens: connection refused
+    BatchProducer producer(c);
+    producer.probe(std::chrono::milliseconds(300));
+    producer.flush(std::chrono::milliseconds(300));  // serves the queued events
+  }
+  spdlog::set_default_logger(previous);
+  const std::string log = out.str();
+  const std::string refused = "Connect to ipv4#127.0.0.1:1 failed: Connection refused";
+  const auto first = log.find(refused);
+  ASSERT_NE(first, std::string::npos) << log;
+  // librdkafka suppresses identical repeats itself; the relay must not double them.
+  EXPECT_EQ(log.find(refused, first + 1), std::string::npos) << log;
+}
+
+TEST(ProducerEvents, TheFailLogLineIsDroppedForItsErrorEvent) {
+  const std::string text = "kafka:9092/1: Connect to ipv4#10.0.0.1:9092 failed: Connection refused";
+  EXPECT_EQ(client_event_line(false, "FAIL", "[thrd:kafka:9092/1]: " + text, false), "");
+  EXPECT_EQ(client_event_line(true, "", text, false), text);
+  EXPECT_EQ(client_event_line(false, "CONFWARN", "property x is deprecated", false),
+            "CONFWARN property x is deprecated");
+}
+
+TEST(ProducerEvents, TheSecurityProtocolHintIsDroppedOnceABrokerAnswered) {
+  const std::string stop =
+      "kafka:9092/1: Disconnected: verify that security.protocol is correctly configured, broker "
+      "might require SASL authentication (after 36ms in state UP)";
+  EXPECT_EQ(client_event_line(true, "", stop, true),
+            "kafka:9092/1: Disconnected by the broker (after 36ms in state UP)");
+  const std::string apiversion =
+      "kafka:9092/1: Disconnected while requesting ApiVersion: might be caused by incorrect "
+      "security.protocol configuration (connecting to a SSL listener?) or broker version is < "
+      "0.10 (see api.version.request) (after 1ms in state APIVERSION_QUERY)";
+  EXPECT_EQ(client_event_line(true, "", apiversion, true),
+            "kafka:9092/1: Disconnected while requesting ApiVersion (after 1ms in state "
+            "APIVERSION_QUERY)");
+  // Before any broker answered, a wrong protocol is a likely cause: the hint stays.
+  EXPECT_EQ(client_event_line(true, "", stop, false), stop);
+}
+
+}  // namespace
+}  // namespace outbox::kafka
