@@ -64,9 +64,16 @@ kubectl -n demo get deploy,pods,cronjobs -o wide
 echo "== order service: $orders orders, every 5th transaction rolled back"
 "$build/examples/order-service" --dsn "$OUTBOX_TEST_PG_DSN" --orders "$orders" --rollback-every 5 | tee "$logs/orders.log"
 
+echo "== the relay pods publish every committed event"
+for _ in $(seq 1 120); do
+  [ "$(sql "SELECT count(*) FROM outbox_event WHERE status <> 1")" = 0 ] && break
+  sleep 0.5
+done
+
 echo "== points service (consumer with the inbox)"
+# It stops after 10 s without a message: everything was published before it started.
 "$build/examples/points-service" --dsn "$OUTBOX_TEST_PG_DSN" --brokers "$OUTBOX_TEST_KAFKA_BOOTSTRAP" \
-  --topic demo.ORDER_PAID --group demo-points --idle-exit 5 | tee "$logs/points.log"
+  --topic demo.ORDER_PAID --group demo-points --idle-exit 10 | tee "$logs/points.log"
 
 committed=$(sql "SELECT count(*) FROM orders")
 rolled_back=$((orders - committed))
