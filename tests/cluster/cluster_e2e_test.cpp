@@ -68,8 +68,10 @@ int total(const std::map<std::string, int>& m) {
   return n;
 }
 
-// The advisory locks behind the shards, straight from PostgreSQL: how many sessions hold
-// each of this table's shard locks right now (never more than one, by construction).
+// The granted advisory locks of the whole database, straight from PostgreSQL: how many
+// sessions hold one lock. PostgreSQL grants an exclusive advisory lock to one session only, so
+// this is a sanity check of the locking the relay relies on, not a test that could catch a
+// relay bug; the per-key order and loss checks are what prove no two pods published a shard.
 int most_holders_of_one_shard(const RelayUnderTest& r) {
   pqxx::connection conn(r.table.dsn);
   pqxx::nontransaction tx(conn);
