@@ -32,6 +32,7 @@ struct ControllerFlags {
   double qps = 50;
   int burst = 100;
   std::string secret_recheck = "30s";
+  std::string not_ready_recheck = "30s";
   std::string resync_period = "10m";
 };
 
@@ -107,6 +108,9 @@ Action add_controller_command(CLI::App& app) {
   cmd->add_option("--secret-recheck", f->secret_recheck,
                   "how often a resource Degraded by a missing Secret looks again")
       ->capture_default_str();
+  cmd->add_option("--not-ready-recheck", f->not_ready_recheck,
+                  "how often a resource whose relay pods are not ready looks again for why")
+      ->capture_default_str();
 
   cmd->add_option("--resync-period", f->resync_period,
                   "how often every OutboxRelay is reconciled even without a change (0s: never)")
@@ -126,6 +130,7 @@ Action add_controller_command(CLI::App& app) {
     options.render.relay_image = f->relay_image;
     options.workers = f->workers;
     options.secret_retry = parse_duration(f->secret_recheck);
+    options.not_ready_recheck = parse_duration(f->not_ready_recheck);
     options.resync_period = parse_duration(f->resync_period);
     options.identity = f->identity.empty() ? default_identity() : f->identity;
     if (f->leader_elect) {

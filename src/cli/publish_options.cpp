@@ -1,9 +1,12 @@
 #include "cli/publish_options.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/database_options.hpp"
 #include "common/duration.hpp"
 
 namespace outbox::cli {
@@ -40,6 +43,28 @@ void read_properties(const std::string& path, std::map<std::string, std::string>
   }
 }
 
+// A Secret mounted as a directory: one file per key, named after the librdkafka property, holding
+// its value. The kubelet's own entries (..data and the timestamped directory) start with a dot.
+void read_properties_dir(const std::string& dir, std::map<std::string, std::string>& out) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    throw std::invalid_argument("cannot read kafka config directory " + dir + ": " + ec.message());
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.front() == '.' || !entry.is_regular_file()) {
+      continue;
+    }
+    files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    out[file.filename().string()] = read_secret_file(file.string());
+  }
+}
+
 }  // namespace
 
 void PublishOptions::add_to(CLI::App& cmd) {
@@ -52,6 +77,9 @@ void PublishOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kafka-properties-file", kafka_properties_file,
                  "librdkafka properties file (SASL, TLS), e.g. a mounted Secret")
       ->envname("OUTBOX_KAFKA_PROPERTIES_FILE");
+  cmd.add_option("--kafka-config-dir", kafka_config_dir,
+                 "directory with one file per librdkafka property (a mounted Secret)")
+      ->envname("OUTBOX_KAFKA_CONFIG_DIR");
   cmd.add_option("--topic", topic, "default topic; {biz_type} is substituted")
       ->envname("OUTBOX_TOPIC")
       ->capture_default_str();
@@ -76,6 +104,9 @@ kafka::ProducerConfig PublishOptions::producer_config() const {
   c.bootstrap_servers = brokers;
   if (!kafka_properties_file.empty()) {
     read_properties(kafka_properties_file, c.properties);
+  }
+  if (!kafka_config_dir.empty()) {
+    read_properties_dir(kafka_config_dir, c.properties);
   }
   for (const auto& p : kafka_properties) {
     auto [k, v] = split_pair(p, "--kafka-property");

@@ -18,6 +18,7 @@ struct PublishOptions {
   std::string brokers;
   std::vector<std::string> kafka_properties;
   std::string kafka_properties_file;
+  std::string kafka_config_dir;  // a Secret mounted as files: name = property, content = value
   std::string topic = "outbox.{biz_type}";
   std::vector<std::string> routes;
   std::string on_sent = "mark";

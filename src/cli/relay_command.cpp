@@ -1,6 +1,8 @@
 #include <charconv>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -125,16 +127,23 @@ Action add_relay_command(CLI::App& app) {
       auto& pending = registry.gauge("outbox_pending_events", "", labels);
       auto& failed = registry.gauge("outbox_failed_events", "", labels);
       auto& oldest = registry.gauge("outbox_oldest_pending_seconds", "", labels);
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
       reporter = std::make_unique<controller::StatusReporter>(
           *kube_client,
-          controller::StatusReporterOptions{ns, name, parse_duration(o->report_interval)},
-          [&]() -> std::optional<controller::Backlog> {
-            // The gauges are only measurements while the database session is up.
-            if (up.value() < 1) {
-              return std::nullopt;
+          controller::StatusReporterOptions{ns, name, parse_duration(o->report_interval), host},
+          [&]() {
+            controller::RelayReport report;
+            if (!relay.ready()) {
+              report.problem = relay.problem();
             }
-            return controller::Backlog{static_cast<long long>(pending.value()),
-                                       static_cast<long long>(failed.value()), oldest.value()};
+            // The gauges are only measurements while the database session is up.
+            if (up.value() >= 1) {
+              report.backlog =
+                  controller::Backlog{static_cast<long long>(pending.value()),
+                                      static_cast<long long>(failed.value()), oldest.value()};
+            }
+            return report;
           });
       spdlog::info("reporting the backlog to outboxrelay {}/{} every {}", ns, name,
                    o->report_interval);

@@ -12,6 +12,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const kube::Resource kSecrets{"", "v1", "secrets", true};
+const kube::Resource kPods{"", "v1", "pods", true};
 
 const std::vector<const kube::Resource*>& owned_kinds() {
   static const std::vector<const kube::Resource*> kinds = {
@@ -61,6 +62,19 @@ bool contains(const Json& have, const Json& want) {
     return true;
   }
   return have == want;
+}
+
+// Whether `live` differs from `desired` in a field the apiserver never changes in place, so
+// that applying would only be refused. The one case: the metrics Service became headless
+// (clusterIP None) after releases that gave each relay a ClusterIP, which exhausts a /24
+// service range at about 250 resources.
+bool needs_replacing(const kube::Resource& resource, const Json& live, const Json& desired) {
+  if (&resource != &owned::services) {
+    return false;
+  }
+  const std::string want = desired.value("/spec/clusterIP"_json_pointer, std::string());
+  const std::string have = live.value("/spec/clusterIP"_json_pointer, std::string());
+  return !want.empty() && !have.empty() && want != have;
 }
 
 }  // namespace
@@ -353,16 +367,25 @@ ReconcileResult Controller::reconcile(const std::string& key) {
     delete_pdb(ns_of(*relay), rendered.pdb_name);
   }
 
-  update_status(*relay, std::nullopt);
+  // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
+  // loop) change nothing the informers see once the Deployment reports them unready: look
+  // again after a while, until they are ready.
+  if (update_status(*relay, std::nullopt)) {
+    return {Outcome::kRequeueAfter, options_.not_ready_recheck, {}};
+  }
   return {};
 }
 
 std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOptions& render) {
   const std::string ns = ns_of(relay);
-  // By name only: the operator may get Secrets, never list or watch them.
-  auto fetch = [&](const std::string& name) -> std::optional<Json> {
+  // By name and metadata only: the operator never lists, watches or reads the values of a
+  // Secret. Whether a key exists is the kubelet's to say (CreateContainerConfigError, which
+  // the Ready condition then quotes).
+  auto version_of = [&](const std::string& name) -> std::optional<std::string> {
     try {
-      return client_.get(kSecrets, ns, name);
+      Json meta = client_.get_metadata(kSecrets, ns, name);
+      return name + "=" + meta.value("/metadata/resourceVersion"_json_pointer, std::string()) +
+             "\n";
     } catch (const kube::ApiError& e) {
       if (e.is_not_found()) {
         return std::nullopt;
@@ -370,48 +393,30 @@ std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOption
       throw;
     }
   };
+  auto not_found = [&](const std::string& name, const std::string& field, const std::string& how) {
+    return Problem{"SecretNotFound", "Secret \"" + name + "\" named by " + field +
+                                         " does not exist in namespace " + ns + ". " + how};
+  };
   const std::string dsn_name = relay.at("/spec/database/dsnSecretRef/name"_json_pointer);
   const std::string dsn_key = relay.at("/spec/database/dsnSecretRef/key"_json_pointer);
-  std::optional<Json> dsn = fetch(dsn_name);
+  std::optional<std::string> dsn = version_of(dsn_name);
   if (!dsn) {
-    return Problem{"SecretNotFound",
-                   "Secret \"" + dsn_name +
-                       "\" named by spec.database.dsnSecretRef does not exist "
-                       "in namespace " +
-                       ns + ". Create it with the connection string under key \"" + dsn_key +
-                       "\", e.g. kubectl -n " + ns + " create secret generic " + dsn_name +
-                       " --from-literal=" + dsn_key + "='postgresql://...'"};
+    return not_found(dsn_name, "spec.database.dsnSecretRef",
+                     "Create it with the connection string under key \"" + dsn_key +
+                         "\", e.g. kubectl -n " + ns + " create secret generic " + dsn_name +
+                         " --from-literal=" + dsn_key + "='postgresql://...'");
   }
-  if (!dsn->value("data", Json::object()).contains(dsn_key)) {
-    return Problem{"SecretKeyMissing",
-                   "Secret \"" + dsn_name + "\" has no key \"" + dsn_key +
-                       "\" (spec.database.dsnSecretRef.key). Add the connection string under "
-                       "that key, or set dsnSecretRef.key to the key that holds it."};
-  }
-  auto version_of = [](const Json& secret) {
-    return secret.at("/metadata/name"_json_pointer).get<std::string>() + "=" +
-           secret.value("/metadata/resourceVersion"_json_pointer, std::string()) + "\n";
-  };
-  render.secret_versions = version_of(*dsn);
+  render.secret_versions = *dsn;
   const std::string kafka_name =
       value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
   if (!kafka_name.empty()) {
-    std::optional<Json> kafka = fetch(kafka_name);
+    std::optional<std::string> kafka = version_of(kafka_name);
     if (!kafka) {
-      return Problem{"SecretNotFound",
-                     "Secret \"" + kafka_name +
-                         "\" named by spec.kafka.configSecretRef does not "
-                         "exist in namespace " +
-                         ns +
-                         ". Create it with one key per librdkafka "
-                         "property (e.g. security.protocol, sasl.username), or remove "
-                         "configSecretRef."};
+      return not_found(kafka_name, "spec.kafka.configSecretRef",
+                       "Create it with one key per librdkafka property (e.g. "
+                       "security.protocol, sasl.username), or remove configSecretRef.");
     }
-    render.secret_versions += version_of(*kafka);
-    const Json data = kafka->value("data", Json::object());
-    for (const auto& [k, v] : data.items()) {
-      render.kafka_secret_keys.push_back(k);
-    }
+    render.secret_versions += *kafka;
   }
   return std::nullopt;
 }
@@ -452,6 +457,10 @@ void Controller::apply_owned(const OwnedObject& owned) {
       return;
     }
   }
+  if (live && needs_replacing(*owned.resource, *live, desired)) {
+    client_.remove(*owned.resource, ns, name);
+    spdlog::info("deleted {} to create it again: a field it must change is immutable", id);
+  }
   Json result = client_.apply(*owned.resource, ns, desired, kFieldManager, true);
   applies_.inc();
   std::lock_guard lock(applied_mu_);
@@ -473,20 +482,32 @@ void Controller::delete_pdb(const std::string& ns, const std::string& name) {
   }
 }
 
-void Controller::update_status(const Json& relay, const std::optional<Problem>& problem) {
+bool Controller::update_status(const Json& relay, const std::optional<Problem>& problem) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   std::optional<Json> deployment;
   if (kube::Informer* d = informer_for(owned::deployments, ns)) {
     deployment = d->get(ns + "/" + RelayNames(name).deployment);
   }
+  std::string detail;
   auto compute = [&](const Json& observed) {
-    return compute_status(
-        {observed, deployment ? &*deployment : nullptr, problem, std::chrono::system_clock::now()});
+    return compute_status({observed, deployment ? &*deployment : nullptr, problem,
+                           std::chrono::system_clock::now(), detail});
   };
   Json desired = compute(relay);
+  if (relays_not_ready(desired)) {
+    // Only for a resource whose pods are not ready, and one list per look: no pod informer,
+    // whose cache would hold every relay pod of the cluster.
+    kube::ListOptions by_relay;
+    by_relay.label_selector = relay_selector(name);
+    detail =
+        not_ready_detail(client_.list(kPods, ns, by_relay), relay.value("status", Json::object()),
+                         std::chrono::system_clock::now());
+    desired = compute(relay);
+  }
+  const bool not_ready = relays_not_ready(desired);
   if (status_matches(desired, relay.value("status", Json::object()))) {
-    return;
+    return not_ready;
   }
   // About to write: judge transitions against the live status, not a cache that may not have
   // seen our previous write yet (that would move lastTransitionTime and repeat Events).
@@ -495,7 +516,7 @@ void Controller::update_status(const Json& relay, const std::optional<Problem>& 
   desired = compute(observed);
   const Json& before = observed.at("status");
   if (status_matches(desired, before)) {
-    return;
+    return not_ready;
   }
   client_.apply_status(kOutboxRelays, ns,
                        {{"apiVersion", "outbox.dev/v1alpha1"},
@@ -517,6 +538,7 @@ void Controller::update_status(const Json& relay, const std::optional<Problem>& 
       record_event(relay, now.at("reason"), now.at("message"));
     }
   }
+  return not_ready;
 }
 
 // Best effort: an Event that cannot be written is logged, never retried.

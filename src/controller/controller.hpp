@@ -36,8 +36,8 @@
 //  - Each reconcile re-applies every owned object whose desired form or live version changed
 //    since this process last applied it (server-side apply, field manager "outbox-operator",
 //    force), so drift is repaired and an idle resource costs at most one status check.
-// Caveats: Secrets are not watched (the operator may only get them by name): a missing Secret
-// is re-checked every 30 s, and a Kafka config Secret's new keys are seen at the next reconcile.
+// Caveats: Secrets are not watched (the operator may only get their metadata by name): a missing
+// Secret is re-checked every 30 s, and a rotation is seen at the next reconcile or resync.
 namespace outbox::controller {
 
 struct ControllerOptions {
@@ -47,6 +47,9 @@ struct ControllerOptions {
   std::string identity;  // Event source instance and Lease holder
   std::optional<kube::LeaseElectorConfig> leader_election;  // lease fields only
   std::chrono::milliseconds secret_retry{30'000};
+  // A resource whose relay pods are not all ready is looked at again this often, to say why
+  // (the pods' waiting reasons, the relay's own problem) as soon as they say it.
+  std::chrono::milliseconds not_ready_recheck{30'000};
   // Every resource is reconciled again this often even when no watch event arrived (as
   // controller-runtime's SyncPeriod): repairs what no event reports, e.g. an ownerReference
   // removed from an object that no longer maps back to its owner. Zero: never.
@@ -88,13 +91,14 @@ class Controller {
   void stop_workers();
   void worker(std::stop_token stop);
 
-  // Checks the referenced Secrets and records in `render` what the pods need of them (the
-  // Kafka property keys, the Secrets' versions).
+  // Checks that the referenced Secrets exist and records their versions in `render` (the pod
+  // template's secrets-hash: a rotation rolls the pods).
   std::optional<Problem> check_secrets(const Json& relay, RenderOptions& render);
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
   kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
-  void update_status(const Json& relay, const std::optional<Problem>& problem);
+  // Writes the status if it changed; true while the relay pods are not all ready.
+  bool update_status(const Json& relay, const std::optional<Problem>& problem);
   void record_event(const Json& relay, const std::string& reason, const std::string& message);
 
   kube::Client& client_;

@@ -1,5 +1,6 @@
 #include "controller/relay_resources.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -88,33 +89,27 @@ std::string image_of(const Json& relay, const RenderOptions& options) {
   return image;
 }
 
-std::string kafka_env_name(std::size_t i) {
-  return "OUTBOX_KAFKA_PROPERTY_" + std::to_string(i);
+// Where the pods see the Kafka Secret: one file per key, read by --kafka-config-dir.
+const char kKafkaConfigDir[] = "/etc/outbox/kafka";
+
+// The DSN reaches the process as an environment variable from a secretKeyRef, never through the
+// pod spec or an argument list. A missing key then stops the container before it starts, with
+// the kubelet's CreateContainerConfigError naming the Secret and the key (the operator reads
+// Secrets' metadata only, so this is where a missing key shows).
+Json dsn_env(const Json& relay) {
+  return Json::array({{{"name", "OUTBOX_DSN"},
+                       {"valueFrom",
+                        {{"secretKeyRef",
+                          {{"name", relay.at("/spec/database/dsnSecretRef/name"_json_pointer)},
+                           {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}}});
 }
 
-// Environment shared by the relay and the jobs: the DSN and the librdkafka properties, each a
-// secretKeyRef, so no credential ever appears in a pod spec or an argument list.
-Json secret_env(const Json& relay, const RenderOptions& options, bool with_kafka) {
-  Json env = Json::array();
-  env.push_back({{"name", "OUTBOX_DSN"},
-                 {"valueFrom",
-                  {{"secretKeyRef",
-                    {{"name", relay.at("/spec/database/dsnSecretRef/name"_json_pointer)},
-                     {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}});
-  std::string kafka_secret = value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
-  if (with_kafka && !kafka_secret.empty()) {
-    for (std::size_t i = 0; i < options.kafka_secret_keys.size(); ++i) {
-      env.push_back(
-          {{"name", kafka_env_name(i)},
-           {"valueFrom",
-            {{"secretKeyRef", {{"name", kafka_secret}, {"key", options.kafka_secret_keys[i]}}}}}});
-    }
-  }
-  return env;
+std::string kafka_secret_of(const Json& relay) {
+  return value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
 }
 
 // Flags shared by `relay` and `compensate`: the table, Kafka and the publishing rules.
-std::vector<std::string> publish_args(const Json& relay, const RenderOptions& options) {
+std::vector<std::string> publish_args(const Json& relay) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {
       flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
@@ -126,13 +121,8 @@ std::vector<std::string> publish_args(const Json& relay, const RenderOptions& op
     args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
                                      route.at("topic").get<std::string>()));
   }
-  if (!value_at<std::string>(spec, "/kafka/configSecretRef/name", "").empty()) {
-    // The one deliberate expansion: Kubernetes puts the Secret's value, from the
-    // container's environment, in place of $(VAR).
-    for (std::size_t i = 0; i < options.kafka_secret_keys.size(); ++i) {
-      args.push_back(flag("kafka-property", options.kafka_secret_keys[i]) + "=$(" +
-                     kafka_env_name(i) + ")");
-    }
+  if (!kafka_secret_of(relay).empty()) {
+    args.push_back(flag("kafka-config-dir", kKafkaConfigDir));
   }
   std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
   args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
@@ -152,18 +142,40 @@ std::string report_status_arg(const Json& relay) {
                                    relay.at("metadata").at("name").get<std::string>());
 }
 
-Json container(const std::string& name, const std::string& image, std::vector<std::string> args,
-               Json env) {
+// `kafka`: the container reads the Kafka Secret's files (the relay and compensation do; the
+// cleanup job never talks to Kafka).
+Json container(const Json& relay, const std::string& name, const std::string& image,
+               std::vector<std::string> args, bool kafka) {
+  Json mounts = Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}});
+  if (kafka && !kafka_secret_of(relay).empty()) {
+    mounts.push_back(
+        {{"name", "kafka-config"}, {"mountPath", kKafkaConfigDir}, {"readOnly", true}});
+  }
   return {{"name", name},
           {"image", image},
           {"imagePullPolicy", "IfNotPresent"},
           {"args", args},
-          {"env", std::move(env)},
+          {"env", dsn_env(relay)},
           {"securityContext", container_security_context()},
-          {"volumeMounts", Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}})}};
+          // A container that exits with nothing written to the message file leaves the tail
+          // of its log there instead: the operator quotes its last line in the Ready condition.
+          {"terminationMessagePolicy", "FallbackToLogsOnError"},
+          {"volumeMounts", std::move(mounts)}};
 }
 
-Json pod_spec(const RelayNames& names, Json container, bool job) {
+// Volumes for what `container` mounts (see container()).
+Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool job) {
+  Json volumes =
+      Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}});
+  const Json& mounts = container.at("volumeMounts");
+  const bool kafka_mounted = std::any_of(
+      mounts.begin(), mounts.end(), [](const Json& m) { return m.at("name") == "kafka-config"; });
+  if (kafka_mounted) {
+    // Readable by the pod's group (fsGroup) only: the container runs as that group.
+    volumes.push_back(
+        {{"name", "kafka-config"},
+         {"secret", {{"secretName", kafka_secret_of(relay)}, {"defaultMode", 0440}}}});
+  }
   Json spec = {
       {"serviceAccountName", names.deployment},
       // Every pod writes its own part of the OutboxRelay's status (the relay status.backlog, the
@@ -171,8 +183,7 @@ Json pod_spec(const RelayNames& names, Json container, bool job) {
       {"automountServiceAccountToken", true},
       {"securityContext", pod_security_context()},
       {"containers", Json::array({std::move(container)})},
-      {"volumes", Json::array({{{"name", "tmp"},
-                                {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}})}};
+      {"volumes", std::move(volumes)}};
   if (job) {
     spec["restartPolicy"] = "Never";
   }
@@ -202,7 +213,7 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
                 {"ttlSecondsAfterFinished", 3600},
                 {"template",
                  {{"metadata", {{"labels", template_labels}}},
-                  {"spec", pod_spec(names, std::move(container), true)}}}}}}}}}};
+                  {"spec", pod_spec(relay, names, std::move(container), true)}}}}}}}}}};
 }
 
 }  // namespace
@@ -234,10 +245,10 @@ std::string stable_hash(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> relay_args(const Json& relay, const RenderOptions& options) {
+std::vector<std::string> relay_args(const Json& relay) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"relay"};
-  for (auto& a : publish_args(relay, options)) {
+  for (auto& a : publish_args(relay)) {
     args.push_back(std::move(a));
   }
   args.push_back("--batch-size=" + std::to_string(value_at<int>(spec, "/relay/batchSize", 500)));
@@ -292,7 +303,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
              {{{"kind", "ServiceAccount"}, {"name", names.deployment}, {"namespace", ns}}})}}});
 
   // The rendered settings, one `--flag=value` per line: what the relay pods were started with.
-  std::vector<std::string> args = relay_args(relay, options);
+  std::vector<std::string> args = relay_args(relay);
   std::string conf = "# Rendered by outbox-operator from OutboxRelay " + ns + "/" + name +
                      "; the relay Deployment runs with exactly these arguments.\n";
   for (const auto& a : args) {
@@ -305,7 +316,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
                           {"metadata", metadata(relay, names.config_map, "relay")},
                           {"data", {{"relay.args", conf}}}}});
 
-  Json relay_container = container("relay", image, args, secret_env(relay, options, true));
+  Json relay_container = container(relay, "relay", image, args, true);
   relay_container["ports"] =
       Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
   relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
@@ -332,10 +343,10 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
               {"annotations",
                {{kConfigHashAnnotation, config_hash},
                 {kSecretsHashAnnotation, stable_hash(options.secret_versions)}}}}},
-            {"spec", pod_spec(names, std::move(relay_container), false)}}}}}}});
+            {"spec", pod_spec(relay, names, std::move(relay_container), false)}}}}}}});
 
   std::vector<std::string> compensate = {"compensate"};
-  for (auto& a : publish_args(relay, options)) {
+  for (auto& a : publish_args(relay)) {
     compensate.push_back(std::move(a));
   }
   compensate.push_back("--batch-size=" +
@@ -347,7 +358,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
       {&owned::cron_jobs,
        cron_job(relay, names, names.compensation, "compensation",
                 value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
-                container("compensate", image, compensate, secret_env(relay, options, true)))});
+                container(relay, "compensate", image, compensate, true))});
 
   std::vector<std::string> cleanup = {
       "cleanup",
@@ -360,17 +371,19 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   }
   cleanup.push_back(report_status_arg(relay));
   out.objects.push_back(
-      {&owned::cron_jobs,
-       cron_job(relay, names, names.retention, "retention",
-                value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
-                container("cleanup", image, cleanup, secret_env(relay, options, false)))});
+      {&owned::cron_jobs, cron_job(relay, names, names.retention, "retention",
+                                   value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
+                                   container(relay, "cleanup", image, cleanup, false))});
 
   out.objects.push_back({&owned::services,
                          {{"apiVersion", "v1"},
                           {"kind", "Service"},
                           {"metadata", metadata(relay, names.service, "relay")},
+                          // Headless: scraping reaches each pod through the endpoints, and a
+                          // ClusterIP per resource would exhaust a /24 service range at ~250.
                           {"spec",
-                           {{"selector", selector_labels(name)},
+                           {{"clusterIP", "None"},
+                            {"selector", selector_labels(name)},
                             {"ports", Json::array({{{"name", "metrics"},
                                                     {"port", kRelayPort},
                                                     {"targetPort", "metrics"},

@@ -22,6 +22,9 @@ using Json = nlohmann::json;
 inline const kube::Resource kOutboxRelays{"outbox.dev", "v1alpha1", "outboxrelays", true};
 inline const char kFieldManager[] = "outbox-operator";
 inline const char kRelayFieldManager[] = "outbox-relay";
+// The relay pods' status.relayProblem: a manager of its own, so a round that measured no
+// backlog (the database is down) can still say why without removing the last backlog.
+inline const char kRelayProblemFieldManager[] = "outbox-relay-problem";
 inline const char kManagedByLabel[] = "app.kubernetes.io/managed-by";
 inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
 // The referenced Secrets' resourceVersions, hashed: a rotated credential changes the pod
@@ -56,9 +59,6 @@ std::string relay_selector(const std::string& relay_name);
 
 struct RenderOptions {
   std::string relay_image;  // OUTBOX_RELAY_IMAGE, unless spec.relay.image is set
-  // Keys of kafka.configSecretRef's Secret: each becomes one --kafka-property whose value comes
-  // from the Secret through an environment variable, never through the pod spec.
-  std::vector<std::string> kafka_secret_keys;
   // "<name>=<resourceVersion>" of every Secret the pods read, in a fixed order.
   std::string secret_versions;
 };
@@ -80,7 +80,7 @@ struct RenderedRelay {
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options);
 
 // The relay's command line (after the image's entrypoint), for tests and docs.
-std::vector<std::string> relay_args(const Json& relay, const RenderOptions& options);
+std::vector<std::string> relay_args(const Json& relay);
 
 // FNV-1a 64 of `text` in hex: stable across builds, unlike std::hash.
 std::string stable_hash(const std::string& text);

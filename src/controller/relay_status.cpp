@@ -1,6 +1,8 @@
 #include "controller/relay_status.hpp"
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "common/duration.hpp"
 #include "controller/relay_resources.hpp"
@@ -50,7 +52,94 @@ Rollout rollout_of(const Json* deployment, int desired) {
   return r;
 }
 
+// The waiting reasons that do not go away by themselves: each needs a person or a fix.
+bool stuck_waiting(const std::string& reason) {
+  return reason == "CreateContainerConfigError" || reason == "CreateContainerError" ||
+         reason == "CrashLoopBackOff" || reason == "ImagePullBackOff" || reason == "ErrImagePull" ||
+         reason == "InvalidImageName" || reason == "RunContainerError";
+}
+
+// What one pod says about why it does not run, or "".
+std::string pod_detail(const Json& pod) {
+  const Json status = pod.value("status", Json::object());
+  for (const Json& c : status.value("conditions", Json::array())) {
+    if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
+      return c.value("reason", "Unschedulable") + ": " + c.value("message", "");
+    }
+  }
+  for (const Json& cs : status.value("containerStatuses", Json::array())) {
+    const Json waiting = cs.value("/state/waiting"_json_pointer, Json::object());
+    const std::string reason = waiting.value("reason", "");
+    if (!stuck_waiting(reason)) {
+      continue;
+    }
+    std::string out = reason;
+    if (const std::string m = waiting.value("message", ""); !m.empty()) {
+      out += ": " + m;
+    }
+    // A crash loop's own message is only "back-off ... restarting": the last exit says why
+    // (with terminationMessagePolicy FallbackToLogsOnError, the last lines of its log).
+    const Json last = cs.value("/lastState/terminated"_json_pointer, Json::object());
+    if (last.is_object() && last.contains("exitCode")) {
+      out += "; last exit code " + std::to_string(last.value("exitCode", 0));
+      std::string m = last.value("message", "");
+      while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) {
+        m.pop_back();
+      }
+      if (auto nl = m.rfind('\n'); nl != std::string::npos) {
+        m = m.substr(nl + 1);
+      }
+      if (!m.empty()) {
+        out += ": " + m;
+      }
+    }
+    return out;
+  }
+  return {};
+}
+
 }  // namespace
+
+std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') {
+    return std::nullopt;
+  }
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
+std::string not_ready_detail(const Json& pods, const Json& relay_status,
+                             std::chrono::system_clock::time_point now) {
+  std::vector<std::string> details;
+  auto add = [&](const std::string& d) {
+    if (std::find(details.begin(), details.end(), d) == details.end()) {
+      details.push_back(d);
+    }
+  };
+  // Pods going away (a rollout, a scale-down) are not the reason anything is stuck.
+  for (const Json& pod : pods.value("items", Json::array())) {
+    if (pod.at("metadata").contains("deletionTimestamp")) {
+      continue;
+    }
+    if (std::string d = pod_detail(pod); !d.empty()) {
+      add("pod " + pod.at("metadata").value("name", "") + ": " + d);
+    }
+  }
+  const Json reported = relay_status.value("relayProblem", Json::object());
+  if (reported.is_object() && reported.contains("message")) {
+    std::optional<std::chrono::system_clock::time_point> at =
+        parse_time(reported.value("reportedAt", ""));
+    if (at && now - *at <= kRelayProblemFresh) {
+      add("relay pod " + reported.value("pod", "?") + " reports: " + reported.value("message", ""));
+    }
+  }
+  std::string out;
+  for (const std::string& d : details) {
+    out += (out.empty() ? "" : " ") + d + (d.ends_with(".") ? "" : ".");
+  }
+  return out;
+}
 
 std::string format_time(std::chrono::system_clock::time_point t) {
   std::time_t secs = std::chrono::system_clock::to_time_t(t);
@@ -125,10 +214,11 @@ Json compute_status(const StatusInputs& in) {
         std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.",
         generation, now);
   } else {
-    ready_c = condition(
-        current, "Ready", false, "RelaysNotReady",
-        std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.",
-        generation, now);
+    ready_c = condition(current, "Ready", false, "RelaysNotReady",
+                        std::to_string(rollout.ready) + " of " + std::to_string(desired) +
+                            " relay pods ready." +
+                            (in.not_ready_detail.empty() ? "" : " " + in.not_ready_detail),
+                        generation, now);
   }
 
   // The relay measures the backlog (status.backlog, its own field manager); the operator only
@@ -186,6 +276,11 @@ Json compute_status(const StatusInputs& in) {
        {{"replicas", rollout.replicas},
         {"readyReplicas", rollout.ready},
         {"selector", relay_selector(relay.at("metadata").at("name"))}}}};
+}
+
+bool relays_not_ready(const Json& status) {
+  const Json ready = find_condition(status, "Ready");
+  return ready.is_object() && ready.value("reason", "") == "RelaysNotReady";
 }
 
 bool status_matches(const Json& desired, const Json& current) {

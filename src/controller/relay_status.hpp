@@ -23,7 +23,28 @@ struct StatusInputs {
   const Json* deployment = nullptr;  // the relay Deployment as cached, if any
   std::optional<Problem> problem;    // set: Degraded
   std::chrono::system_clock::time_point now;
+  // Why relay pods are not ready, when known (not_ready_detail); appended to Ready's message.
+  std::string not_ready_detail;
 };
+
+// The relay's own report of why it is not ready (status.relayProblem, written by the relay pods
+// under their own field manager) counts while it is at most this old.
+inline constexpr std::chrono::seconds kRelayProblemFresh{60};
+
+// Why the relay pods are not ready, in one line a person can act on, from what the kubelet says
+// (`pods`: a PodList of the relay's pods; a container waiting with CreateContainerConfigError,
+// ImagePullBackOff, CrashLoopBackOff and its last exit, an unschedulable pod) and from what a
+// relay says itself (a fresh status.relayProblem: table not migrated, Kafka refused...).
+// Empty when neither says anything.
+std::string not_ready_detail(const Json& pods, const Json& relay_status,
+                             std::chrono::system_clock::time_point now);
+
+// Parses what format_time writes; nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text);
+
+// Whether the status computed by compute_status says the relay pods are not all ready yet
+// (Ready=False RelaysNotReady): worth a look again soon, as no watch event may report why.
+bool relays_not_ready(const Json& status);
 
 // The controller-owned part of the status, as an apply configuration's `status` field:
 // observedGeneration, conditions (Ready, Progressing, Degraded, Stalled) and relay. Conditions

@@ -31,27 +31,50 @@ StatusReporter::~StatusReporter() {
 }
 
 bool StatusReporter::report_once() {
-  std::optional<Backlog> b = sampler_();
-  if (!b) {
-    return false;
+  RelayReport report = sampler_();
+  const std::string now = format_time(std::chrono::system_clock::now());
+  auto apply = [&](Json status, const char* field_manager) {
+    Json patch = {{"apiVersion", "outbox.dev/v1alpha1"},
+                  {"kind", "OutboxRelay"},
+                  {"metadata", {{"name", options_.name}, {"namespace", options_.ns}}},
+                  {"status", std::move(status)}};
+    try {
+      client_.apply_status(kOutboxRelays, options_.ns, patch, field_manager, true);
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("status report to outboxrelay {}/{} failed: {}", options_.ns, options_.name,
+                   e.what());
+      return false;
+    }
+  };
+  bool reported = false;
+  bool ok = true;
+  if (report.backlog) {
+    const Backlog& b = *report.backlog;
+    ok = apply({{"backlog",
+                 {{"pending", b.pending},
+                  {"failed", b.failed},
+                  {"oldestPendingSeconds", b.oldest_pending_seconds},
+                  {"measuredAt", now}}}},
+               kRelayFieldManager);
+    reported = true;
   }
-  Json patch = {{"apiVersion", "outbox.dev/v1alpha1"},
-                {"kind", "OutboxRelay"},
-                {"metadata", {{"name", options_.name}, {"namespace", options_.ns}}},
-                {"status",
-                 {{"backlog",
-                   {{"pending", b->pending},
-                    {"failed", b->failed},
-                    {"oldestPendingSeconds", b->oldest_pending_seconds},
-                    {"measuredAt", format_time(std::chrono::system_clock::now())}}}}}};
-  try {
-    client_.apply_status(kOutboxRelays, options_.ns, patch, kRelayFieldManager, true);
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::warn("status report to outboxrelay {}/{} failed: {}", options_.ns, options_.name,
-                 e.what());
-    return false;
+  if (!report.problem.empty()) {
+    const bool applied =
+        apply({{"relayProblem",
+                {{"pod", options_.pod}, {"message", report.problem}, {"reportedAt", now}}}},
+              kRelayProblemFieldManager);
+    problem_reported_ = problem_reported_ || applied;
+    ok = ok && applied;
+    reported = true;
+  } else if (problem_reported_) {
+    // Applying nothing under the manager that wrote relayProblem removes it.
+    const bool applied = apply(Json::object(), kRelayProblemFieldManager);
+    problem_reported_ = !applied;
+    ok = ok && applied;
+    reported = true;
   }
+  return reported && ok;
 }
 
 std::pair<std::string, std::string> StatusReporter::parse_target(const std::string& text) {

@@ -12,11 +12,16 @@
 // The relay's side of the OutboxRelay status: every interval it applies status.backlog
 // {pending, failed, oldestPendingSeconds, measuredAt} to its OutboxRelay's status subresource
 // under its own field manager ("outbox-relay"), so the operator's applies (field manager
-// "outbox-operator") never remove it and it never removes theirs.
+// "outbox-operator") never remove it and it never removes theirs. While the relay is not ready
+// for a reason it can name (table not migrated, Kafka property refused, database unreachable),
+// it also applies status.relayProblem {pod, message, reportedAt} under "outbox-relay-problem",
+// which the operator quotes in the Ready condition; the pod that wrote it clears it once ready.
 //
-// Guarantees: reports only measurements (a sampler returning nullopt, e.g. while the database
-// is unreachable, skips the round instead of reporting zeros); failures are logged and the next
-// round tries again; stopping joins the thread.
+// Guarantees: reports only measurements (a round with no backlog measured, e.g. while the
+// database is unreachable, leaves status.backlog as it was instead of reporting zeros);
+// failures are logged and the next round tries again; stopping joins the thread.
+// Caveats: with several replicas, the last problem reported wins; a pod that dies while
+// reporting one leaves it behind, and the operator ignores it once older than a minute.
 namespace outbox::controller {
 
 struct Backlog {
@@ -25,20 +30,27 @@ struct Backlog {
   double oldest_pending_seconds = 0;
 };
 
+// What one round reports.
+struct RelayReport {
+  std::optional<Backlog> backlog;  // nullopt: not measured this round
+  std::string problem;             // why the relay is not ready; empty when ready or starting
+};
+
 struct StatusReporterOptions {
   std::string ns;
   std::string name;
   std::chrono::milliseconds interval{15'000};
+  std::string pod;  // who reports (the pod's hostname)
 };
 
 class StatusReporter {
  public:
-  using Sampler = std::function<std::optional<Backlog>()>;
+  using Sampler = std::function<RelayReport()>;
 
   StatusReporter(kube::Client& client, StatusReporterOptions options, Sampler sampler);
   ~StatusReporter();
 
-  // One report now; false if there was nothing to report or the apply failed.
+  // One report now; false if there was nothing to report or an apply failed.
   bool report_once();
 
   // Parses "namespace/name"; throws std::invalid_argument naming the flag.
@@ -48,6 +60,7 @@ class StatusReporter {
   kube::Client& client_;
   StatusReporterOptions options_;
   Sampler sampler_;
+  bool problem_reported_ = false;  // by this reporter, and not cleared since
   std::jthread thread_;
 };
 

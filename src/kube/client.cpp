@@ -62,8 +62,9 @@ HttpResponse Client::send_with_retries(HttpRequest request, std::chrono::millise
 }
 
 Json Client::request(const std::string& method, const std::string& target, const std::string& body,
-                     const std::string& content_type, std::chrono::milliseconds timeout) {
-  HttpRequest request{method, target, body, content_type, {}};
+                     const std::string& content_type, std::chrono::milliseconds timeout,
+                     const std::string& accept) {
+  HttpRequest request{method, target, body, content_type, {}, accept};
   HttpResponse response =
       send_with_retries(std::move(request), timeout.count() > 0 ? timeout : options_.timeout);
   if (response.status < 200 || response.status >= 300) {
@@ -82,6 +83,12 @@ Json Client::request(const std::string& method, const std::string& target, const
 
 Json Client::get(const Resource& resource, const std::string& ns, const std::string& name) {
   return request("GET", resource.object_path(ns, name));
+}
+
+Json Client::get_metadata(const Resource& resource, const std::string& ns,
+                          const std::string& name) {
+  return request("GET", resource.object_path(ns, name), "", "", std::chrono::milliseconds(0),
+                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
 }
 
 Json Client::list(const Resource& resource, const std::string& ns, const ListOptions& options) {
@@ -173,7 +180,7 @@ WatchEnd Client::watch(const Resource& resource, const std::string& ns, const Wa
                   : std::chrono::milliseconds((options.timeout_seconds + 5) * 1000LL);
 
   limiter_.acquire();
-  HttpRequest request{"GET", target, "", "", tokens_.token()};
+  HttpRequest request{"GET", target, "", "", tokens_.token(), "application/json"};
   WatchDecoder decoder;
   std::string error_body;
   bool stopped = false;

@@ -71,6 +71,9 @@ class Client {
   const ClientOptions& options() const { return options_; }
 
   Json get(const Resource& resource, const std::string& ns, const std::string& name);
+  // The object's metadata only (a meta.k8s.io/v1 PartialObjectMetadata): for a Secret, its name,
+  // labels and resourceVersion without the values, which then never enter this process.
+  Json get_metadata(const Resource& resource, const std::string& ns, const std::string& name);
   // Follows `continue` tokens and returns one List object: all items, and the
   // metadata.resourceVersion of the first page (the snapshot a watch resumes from).
   Json list(const Resource& resource, const std::string& ns, const ListOptions& options = {});
@@ -102,7 +105,8 @@ class Client {
   // `timeout` zero means options().timeout.
   Json request(const std::string& method, const std::string& target, const std::string& body = "",
                const std::string& content_type = "",
-               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+               const std::string& accept = "application/json");
 
   // One watch request, blocking until it ends. Events are handed to `on_event` in order.
   // Throws ApiError when the server refuses the watch (e.g. 410 Gone) or sends an ERROR

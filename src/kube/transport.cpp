@@ -198,7 +198,7 @@ http::request<http::string_body> build_request(const Config& config, const std::
                                  ? config.address.authority()
                                  : config.address.host);
   req.set(http::field::user_agent, agent);
-  req.set(http::field::accept, "application/json");
+  req.set(http::field::accept, request.accept);
   if (!request.bearer_token.empty()) {
     req.set(http::field::authorization, "Bearer " + request.bearer_token);
   }

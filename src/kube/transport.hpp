@@ -24,6 +24,7 @@ struct HttpRequest {
   std::string body;
   std::string content_type;
   std::string bearer_token;
+  std::string accept = "application/json";
 };
 
 struct HttpResponse {
