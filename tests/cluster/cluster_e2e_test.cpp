@@ -4,6 +4,7 @@
 // asserts an outcome a platform team relies on, with events consumed back from Kafka.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -327,6 +328,65 @@ TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPasswor
   EXPECT_EQ(r.delivery_problem(100), "");
   kubectl("delete namespace " + r.ns + " --wait=true --timeout=60s");
   sql("DROP ROLE IF EXISTS " + role);
+}
+
+// What `kubectl get obr` says when the relay pods cannot work: Ready=False with the reason in
+// the kubelet's words (a Secret key that does not exist) or in the relay's own (a Kafka
+// property it refuses), never only in pod logs; each clears once the Secret or the spec is
+// fixed. The operator reads neither Secret's values: the key is the kubelet's to find, and the
+// Kafka Secret reaches the pods as files.
+TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
+  RelayUnderTest r("cl-why");
+  auto ready_message = [&] {
+    const Json status = r.get().value("status", Json::object());
+    for (const Json& c : status.value("conditions", Json::array())) {
+      if (c.value("type", "") == "Ready") {
+        return c.value("status", "") + " " + c.value("reason", "") + ": " + c.value("message", "");
+      }
+    }
+    return std::string();
+  };
+  auto says = [&](const std::vector<std::string>& words) {
+    return eventually(
+        [&] {
+          const std::string m = ready_message();
+          return std::all_of(words.begin(), words.end(),
+                             [&](const std::string& w) { return m.find(w) != std::string::npos; });
+        },
+        120s);
+  };
+
+  // A key the Secret does not have: the kubelet cannot create the container.
+  r.apply({{"database", {{"dsnSecretRef", {{"key", "no-such-key"}}}}}});
+  EXPECT_TRUE(says({"False RelaysNotReady", "CreateContainerConfigError", "no-such-key"}))
+      << ready_message();
+
+  // The right key, and a Kafka Secret (mounted as files) with a property that would weaken
+  // the producer: the relay starts, refuses it, and says so through status.relayProblem.
+  kube::Client client = controller::testing::admin_client();
+  controller::testing::create_secret(client, r.ns, "orders-kafka",
+                                     {{"acks", "1"}, {"client.id", "cluster-test"}});
+  r.apply({{"database", {{"dsnSecretRef", {{"key", "dsn"}}}}},
+           {"kafka", {{"configSecretRef", {{"name", "orders-kafka"}}}}}});
+  EXPECT_TRUE(says({"False RelaysNotReady", "reports: kafka property acks=1 is refused"}))
+      << ready_message();
+  EXPECT_EQ(r.get()
+                .value("/status/relayProblem/message"_json_pointer, std::string())
+                .find("acks=1 is refused"),
+            0u)
+      << r.get().dump();
+  EXPECT_EQ(kubectl("-n " + r.ns + " get pods -o yaml").find("cluster-test"), std::string::npos)
+      << "a Kafka Secret value in a pod spec";
+
+  // The Secret fixed (a new one: a rotation): the pods roll, become ready, and the relay
+  // clears its problem.
+  kubectl("-n " + r.ns + " delete secret orders-kafka");
+  controller::testing::create_secret(client, r.ns, "orders-kafka", {{"client.id", "cluster-test"}});
+  r.wait_ready(180s);
+  EXPECT_TRUE(eventually([&] { return !r.get().at("status").contains("relayProblem"); }, 60s))
+      << r.get().dump();
+  r.table.insert(30, 3);
+  EXPECT_EQ(r.delivery_problem(30), "");
 }
 
 TEST(Cluster, DeletingTheOutboxRelayGarbageCollectsEverythingItOwned) {

@@ -134,6 +134,7 @@ TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
   EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1managed-by"_json_pointer),
             "outbox-operator");
   EXPECT_EQ(svc.at("/spec/ports/0/name"_json_pointer), "metrics");
+  EXPECT_EQ(svc.at("/spec/clusterIP"_json_pointer), "None");
   EXPECT_EQ(
       get(owned::pod_disruption_budgets, "orders-relay").at("/spec/maxUnavailable"_json_pointer),
       1);
@@ -208,6 +209,51 @@ TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
             relay("orders").at("/metadata/generation"_json_pointer));
 }
 
+// Releases before the headless Service gave each relay's metrics Service a ClusterIP, which
+// cannot change in place: the operator deletes it and creates it again, headless.
+TEST_F(ControllerE2E, AMetricsServiceWithAClusterIPFromAnOlderReleaseBecomesHeadless) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  Json created = client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  Json old = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata",
+               {{"name", "orders-metrics"},
+                {"labels",
+                 {{"app.kubernetes.io/name", "outbox-relay"},
+                  {"app.kubernetes.io/instance", "orders"},
+                  {"app.kubernetes.io/component", "relay"},
+                  {"app.kubernetes.io/managed-by", "outbox-operator"}}},
+                {"ownerReferences", Json::array({{{"apiVersion", "outbox.dev/v1alpha1"},
+                                                  {"kind", "OutboxRelay"},
+                                                  {"name", "orders"},
+                                                  {"uid", created.at("/metadata/uid"_json_pointer)},
+                                                  {"controller", true}}})}}},
+              {"spec",
+               {{"selector", {{"app.kubernetes.io/instance", "orders"}}},
+                {"ports", Json::array({{{"name", "metrics"}, {"port", 8080}}})}}}};
+  const std::string old_uid =
+      client.create(owned::services, ns, old).at("/metadata/uid"_json_pointer);
+  ASSERT_NE(get(owned::services, "orders-metrics").at("/spec/clusterIP"_json_pointer), "None");
+
+  testing::ControllerProcess ctl(ns, {}, "headless-" + ns);
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          return get(owned::services, "orders-metrics").at("/spec/clusterIP"_json_pointer) ==
+                 "None";
+        } catch (const kube::ApiError&) {
+          return false;  // between the delete and the create
+        }
+      },
+      20s));
+  Json svc = get(owned::services, "orders-metrics");
+  EXPECT_NE(svc.at("/metadata/uid"_json_pointer), old_uid);
+  EXPECT_EQ(svc.at("/metadata/ownerReferences/0/uid"_json_pointer),
+            created.at("/metadata/uid"_json_pointer));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Degraded").value("status", ""), "False");
+}
+
 TEST_F(ControllerE2E, DegradedForAMissingSecretThenReadyFromTheDeploymentStatus) {
   testing::ControllerProcess ctl(ns, {"--secret-recheck=1s"}, "degraded-" + ns);
   client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
@@ -220,29 +266,20 @@ TEST_F(ControllerE2E, DegradedForAMissingSecretThenReadyFromTheDeploymentStatus)
   EXPECT_NE(degraded.at("message").get<std::string>().find("create secret generic"),
             std::string::npos);
   EXPECT_EQ(condition(relay("orders"), "Ready").value("status", ""), "False");
-  const std::string since = degraded.at("lastTransitionTime");
   ASSERT_TRUE(eventually([&] { return warning_events("SecretNotFound").size() == 1; }, 10s));
   EXPECT_THROW(get(owned::deployments, "orders-relay"), kube::ApiError);
 
-  // The Secret without the key: a different reason, still Degraded (transition time kept).
+  // The Secret exists, even without the key the resource names: the operator reads Secrets'
+  // metadata only, so it applies; a missing key is the kubelet's to report, and the Ready
+  // condition quotes it (tests/cluster: ReadyConditionSaysWhyRelayPodsAreNotReady...).
   testing::create_secret(client, ns, "orders-db", {{"password", "x"}});
-  ASSERT_TRUE(eventually(
-      [&] {
-        return condition(relay("orders"), "Degraded").value("reason", "") == "SecretKeyMissing";
-      },
-      20s));
-  EXPECT_EQ(condition(relay("orders"), "Degraded").at("lastTransitionTime"), since);
-  EXPECT_EQ(warning_events("SecretNotFound").size(), 1u)
-      << "no repeated Event while still Degraded";
-
-  // Fixed: Degraded clears, owned objects appear.
-  client.merge_patch(kSecrets, ns, "orders-db", {{"stringData", {{"dsn", "postgresql://x"}}}});
   ASSERT_TRUE(eventually(
       [&] {
         return condition(relay("orders"), "Degraded").value("status", "") == "False" &&
                get(owned::deployments, "orders-relay").contains("spec");
       },
       20s));
+  EXPECT_EQ(warning_events("SecretNotFound").size(), 1u) << "one Event for one transition";
   Json ready = condition(relay("orders"), "Ready");
   EXPECT_EQ(ready.at("status"), "False");
   EXPECT_EQ(ready.at("reason"), "RelaysNotReady");
@@ -400,12 +437,16 @@ TEST_F(ControllerE2E, ResyncRepairsARemovedOwnerReferenceAndWritesNothingWhenIdl
   ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
   std::this_thread::sleep_for(1500ms);  // the first passes settle
 
-  const std::string ok = "outbox_controller_reconcile_total{result=\"success\"}";
+  // No kubelet here, so the relay pods never become ready: each pass ends "requeue" (look
+  // again for why) rather than "success"; both are passes that wrote nothing.
+  auto passes = [](const std::string& metrics) {
+    return testing::metric(metrics, "outbox_controller_reconcile_total{result=\"success\"}") +
+           testing::metric(metrics, "outbox_controller_reconcile_total{result=\"requeue\"}");
+  };
   std::string before = ctl.metrics();
   std::this_thread::sleep_for(3500ms);
   std::string after = ctl.metrics();
-  EXPECT_GE(testing::metric(after, ok) - testing::metric(before, ok), 2)
-      << "one reconcile per resync period";
+  EXPECT_GE(passes(after) - passes(before), 2) << "one reconcile per resync period";
   EXPECT_EQ(testing::metric(after, "outbox_controller_applies_total"),
             testing::metric(before, "outbox_controller_applies_total"));
   EXPECT_EQ(testing::metric(after, "outbox_controller_status_writes_total"),
@@ -427,7 +468,7 @@ TEST_F(ControllerE2E, ResyncRepairsARemovedOwnerReferenceAndWritesNothingWhenIdl
   // A new process (a restart, a failover) finds every object as it would apply it: no write.
   ctl.process.kill9();
   testing::ControllerProcess again(ns, {"--resync-period=1s"}, "resync-again-" + ns);
-  ASSERT_TRUE(eventually([&] { return testing::metric(again.metrics(), ok) >= 2; }, 20s));
+  ASSERT_TRUE(eventually([&] { return passes(again.metrics()) >= 2; }, 20s));
   const std::string m = again.metrics();
   EXPECT_EQ(testing::metric(m, "outbox_controller_applies_total"), 0) << m;
   EXPECT_EQ(testing::metric(m, "outbox_controller_status_writes_total"), 0) << m;

@@ -59,7 +59,7 @@ verbs=$(grep -E '^\s+verbs: \[' <<<"$rbac")
 for v in escalate bind impersonate '"update"' '"delete"'; do
   case $v in
     '"update"') expect_eq "update only on status, finalizers and the Lease" "$(grep -c '"update"' <<<"$verbs")" "3" ;;
-    '"delete"') expect_eq "delete only on PodDisruptionBudgets" "$(grep -c '"delete"' <<<"$verbs")" "1" ;;
+    '"delete"') expect_eq "delete only on PodDisruptionBudgets and Services" "$(grep -c '"delete"' <<<"$verbs")" "2" ;;
     *) expect_not_contains "no $v verb in RBAC" "$verbs" "$v" ;;
   esac
 done
@@ -194,11 +194,12 @@ outboxrelays.outbox.dev/finalizers|[]|[update]
 outboxrelays.outbox.dev/status|[]|[get update patch]
 outboxrelays.outbox.dev|[]|[get list watch]
 poddisruptionbudgets.policy|[]|[get list watch create patch delete]
+pods|[]|[list]
 rolebindings.rbac.authorization.k8s.io|[]|[get list watch create patch]
 roles.rbac.authorization.k8s.io|[]|[get list watch create patch]
 secrets|[]|[get]
 serviceaccounts|[]|[get list watch create patch]
-services|[]|[get list watch create patch]'
+services|[]|[get list watch create patch delete]'
 expected_lease_rows='leases.coordination.k8s.io|[]|[create]
 leases.coordination.k8s.io|[outbox-operator-leader]|[get update]'
 got=$(comm -23 <(perms "$sa" "$work_ns") <(perms "$nobody" "$work_ns"))

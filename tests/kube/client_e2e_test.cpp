@@ -163,6 +163,26 @@ TEST(KubeClientE2eTest, ConfigMapCrudWithTypedConflicts) {
   EXPECT_EQ(gone.reason(), "NotFound");
 }
 
+// The operator checks Secrets this way: their values never reach it.
+TEST(KubeClientE2eTest, GetMetadataReturnsASecretsVersionButNotItsValues) {
+  Client client = admin_client();
+  std::string ns = e2e::make_namespace(client);
+  const Resource secrets{"", "v1", "secrets", true};
+  Json created = client.create(secrets, ns,
+                               {{"apiVersion", "v1"},
+                                {"kind", "Secret"},
+                                {"metadata", {{"name", "db"}}},
+                                {"stringData", {{"dsn", "postgresql://u:hunter2@db/x"}}}});
+  Json meta = client.get_metadata(secrets, ns, "db");
+  EXPECT_EQ(meta.value("kind", ""), "PartialObjectMetadata");
+  EXPECT_EQ(meta.at("/metadata/resourceVersion"_json_pointer),
+            created.at("/metadata/resourceVersion"_json_pointer));
+  EXPECT_FALSE(meta.contains("data"));
+  EXPECT_EQ(meta.dump().find("hunter2"), std::string::npos);
+  EXPECT_EQ(meta.dump().find("cG9zdGdyZXNxbDov"), std::string::npos) << "base64 of the value";
+  EXPECT_TRUE(api_error_of([&] { client.get_metadata(secrets, ns, "nope"); }).is_not_found());
+}
+
 TEST(KubeClientE2eTest, ServerSideApplyCreatesUpdatesAndPrunesOwnedFields) {
   Client client = admin_client();
   std::string ns = e2e::make_namespace(client);
