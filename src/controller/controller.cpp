@@ -495,11 +495,14 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
                            std::chrono::system_clock::now(), detail});
   };
   Json desired = compute(relay);
-  if (relays_not_ready(desired)) {
-    // Only for a resource whose pods are not ready, and one list per look: no pod informer,
-    // whose cache would hold every relay pod of the cluster.
+  // Only for a resource whose Deployment has pods that are not all ready, and one list per
+  // look: no pod informer, whose cache would hold every relay pod of the cluster. Served from
+  // the apiserver's watch cache (resourceVersion 0), not from etcd.
+  if (relays_not_ready(desired) && deployment &&
+      deployment->value("/status/replicas"_json_pointer, 0) > 0) {
     kube::ListOptions by_relay;
     by_relay.label_selector = relay_selector(name);
+    by_relay.resource_version = "0";
     detail =
         not_ready_detail(client_.list(kPods, ns, by_relay), relay.value("status", Json::object()),
                          std::chrono::system_clock::now());
