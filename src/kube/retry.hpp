@@ -31,9 +31,10 @@ class TokenBucket {
   Clock::time_point last_;
 };
 
-// Exponential backoff with full jitter and a cap: delays grow initial, 2x, 4x ... up to cap;
-// each returned delay is uniformly drawn from [d/2, d] so that many clients that failed
-// together do not retry together.
+// Exponential backoff with "equal jitter" and a cap: delays grow initial, 2x, 4x ... up to cap;
+// each returned delay is uniformly drawn from [d/2, d] (half fixed, half random; never the
+// near-zero waits of full jitter), so that many clients that failed together do not retry
+// together.
 class Backoff {
  public:
   Backoff(Duration initial, Duration cap, double factor = 2.0);

@@ -69,10 +69,12 @@ class Relay {
   ~Relay();
 
   // Runs until `stop` becomes true; then finishes the batch in flight, marks what
-  // was delivered, releases its shards and returns. Database and broker outages
-  // are retried with backoff, never thrown. Kafka properties that are refused keep
-  // the relay not ready until `stop`, with the reason as its problem(). Other bad
-  // configuration is thrown.
+  // was delivered, releases its shards and returns. Nothing is thrown for what the
+  // environment gets wrong: database and broker outages are retried with backoff;
+  // refused Kafka properties, a missing or unmigrated table keep the relay not ready,
+  // with the reason as its problem() (and so on /readyz and in status.relayProblem).
+  // Only the constructor throws (std::invalid_argument), for a batch size or a
+  // max attempts below 1.
   void run(const std::atomic<bool>& stop);
 
   bool ready() const { return ready_.load(); }
