@@ -442,7 +442,9 @@ for s in "${services[@]}"; do
   [ ! -f "$TESTBED_STATE/$s/port" ] || "$ctl" "$s" stop
   "init_$s"
   started+=("$s")
-  "$ctl" "$s" start || abort "$s" "$TESTBED_STATE/$s/*.log"
+  logs="$TESTBED_STATE/$s/*.log"
+  [ "$s" != kafka3 ] || logs="$TESTBED_STATE/kafka3/*/kafka.log"  # one log per node
+  "$ctl" "$s" start || abort "$s" "$logs"
   [ "$s" != pg ] || setup_pg_role
   [ "$s" != kafka ] || check_kafka_topic
   [ "$s" != kafka3 ] || check_kafka3_topic
