@@ -182,14 +182,14 @@ TEST_F(RelayFailover, KillingThePartitionLeadersBrokerLosesNothingKeepsOrderAndB
   const auto test_started = Clock::now();
   ClusterRestorer restore;
   OutboxTestTable t;
-  create_topic(t.topic, kPartitions);
+  ASSERT_NO_FATAL_FAILURE(create_topic(t.topic, kPartitions));
   ThreadRelay relay(relay_config(t));
 
   std::atomic<bool> stop_writing{false};
   std::atomic<int> committed{0};
   std::string writer_problem;  // read after the join
   std::thread writer([&] {
-    // One transaction of one event per key at a time, every 30 ms plus its commit.
+    // One transaction of 20 events, one per key, every 30 ms plus its commit.
     try {
       while (!stop_writing) {
         t.insert(kKeys, kKeys, committed);
@@ -298,9 +298,9 @@ TEST_F(RelayFailover, TwoBrokersDownDefersEveryEventThenDeliversInOrderWhenTheyR
   const auto test_started = Clock::now();
   ClusterRestorer restore;
   OutboxTestTable t;
-  create_topic(t.topic, kPartitions);
+  ASSERT_NO_FATAL_FAILURE(create_topic(t.topic, kPartitions));
   const std::string probe_topic = t.topic + "-probe";  // keeps the probe off the checked topic
-  create_topic(probe_topic, 1);
+  ASSERT_NO_FATAL_FAILURE(create_topic(probe_topic, 1));
   ThreadRelay relay(relay_config(t));
   t.insert(60, kKeys);
   ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 60; }, 60s));
