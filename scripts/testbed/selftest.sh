@@ -40,7 +40,7 @@ kafka3_topic=""
 check_kafka3() {
   local topic=${1:-selftest-$RANDOM} in='k1:v1\nk2:v2\n' n=2 out
   [ -z "${1:-}" ] || { in='k3:v3\n' n=3; }
-  printf "$in" | "$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.ConsoleProducer \
+  printf %b "$in" | "$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.ConsoleProducer \
     --bootstrap-server "$OUTBOX_TEST_KAFKA3_BOOTSTRAP" --topic "$topic" --producer-property acks=all \
     --reader-property parse.key=true --reader-property key.separator=: >/dev/null 2>&1 || return 1
   out=$("$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.consumer.ConsoleConsumer \
