@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh machine it installs what is missing,
-# builds the test bed (cached) and the project, starts PostgreSQL, Kafka and
-# kube-apiserver + etcd on loopback, runs every test (labels unit, integration,
-# e2e), then adds a real node and runs the cluster tests (label cluster), and
-# stops the services whatever happens. Extra arguments go to ctest
+# builds the test bed (cached) and the project, starts PostgreSQL, Kafka (one
+# broker, and a 3-node cluster for the failover tests) and kube-apiserver + etcd
+# on loopback, runs every test (labels unit, integration, e2e), then adds a real
+# node and runs the cluster tests (label cluster), and stops the services
+# whatever happens. Extra arguments go to ctest
 # (e.g. scripts/test.sh -L unit, scripts/test.sh -L cluster).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,7 +26,7 @@ fi
 cd "${OUTBOX_BUILD_DIR:-$root/build}"
 rc=0
 for phase in $phases; do
-  services=(pg kafka kube)
+  services=(pg kafka kafka3 kube)
   filter=(-LE cluster)
   if [ "$phase" = cluster ]; then services+=(node) filter=(-L cluster); fi
   env_file=$("$root/scripts/testbed/up.sh" "${services[@]}" | tail -n1)

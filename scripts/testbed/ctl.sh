@@ -1,26 +1,56 @@
 #!/usr/bin/env bash
-# ctl.sh <pg|kafka|kube|node> <start|stop|restart|status|kill9>
+# ctl.sh <pg|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>
 # Controls one service of a test bed that up.sh initialised, on the ports that
 # up.sh recorded in $TESTBED_STATE, so tests can take a broker or the database
 # down and bring it back at the same address.
 #   stop    clean shutdown; returns once every process of the service has exited
 #   kill9   SIGKILL to every process of the service (a crash); returns once gone
+#   start   returns once the service is ready again (for a Kafka node: registered
+#           and unfenced, "Kafka Server started" in its log)
 #   status  prints running/stopped; exit 0 when running, 3 when stopped
+# kafka3 is the 3-node Kafka cluster: `kafka3 <action>` acts on all three nodes at
+# once (status: running only when all three are), `kafka3-N <action>` on node N alone
+# (node.id N), e.g. `ctl.sh kafka3-2 kill9` crashes one broker and `ctl.sh kafka3-2
+# start` brings it back; the other two keep the controller quorum meanwhile.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-usage() { die "usage: $0 <pg|kafka|kube|node> <start|stop|restart|status|kill9>"; }
+usage() { die "usage: $0 <pg|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>"; }
 [ $# -eq 2 ] || usage
 svc=$1 action=$2
-d="$TESTBED_STATE/$svc"
-case $svc in pg|kafka|kube|node) ;; *) usage ;; esac
-[ -f "$d/port" ] || die "$svc is not set up in $TESTBED_STATE (run up.sh $svc first)"
+# kind: which functions below serve the service (the nodes of kafka3 share theirs).
+kind=$svc d="$TESTBED_STATE/$svc"
+case $svc in
+  pg|kafka|kafka3|kube|node) ;;
+  kafka3-[123]) kind=kafka3node d="$TESTBED_STATE/kafka3/${svc#kafka3-}" ;;
+  *) usage ;;
+esac
+[ -f "$d/port" ] || die "$svc is not set up in $TESTBED_STATE (run up.sh ${svc%-*} first)"
 port=$(cat "$d/port")
+
+# The whole 3-node cluster: the action on every node at once, each under its own lock.
+# In parallel on purpose: a node starts only once a second one runs (a controller
+# needs 2 of 3 votes). A clean stop needs a controller quorum too, to commit the node's
+# controlled shutdown: the node that is left last when the other two have exited
+# waits for one in vain (seen: until the SIGKILL after 60 s), so here a node gets 10 s
+# from SIGTERM to exit, then SIGKILL. Its next start recovers its log, as after kill9.
+if [ "$svc" = kafka3 ]; then
+  case $action in start|stop|restart|kill9|status) ;; *) usage ;; esac
+  pids=() rc=0
+  for n in 1 2 3; do
+    if [ "$action" = status ]; then "$0" "kafka3-$n" status || rc=3
+    else KAFKA3_TERM_SECONDS=10 "$0" "kafka3-$n" "$action" & pids+=($!)
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  exit $rc
+fi
 
 # Processes of a service, first started first: pidfile:logfile:stop-signal:stop-timeout.
 procs() {
-  case $svc in
+  case $kind in
     pg)    echo "$d/pid:$d/postgres.log:INT:60" ;;  # SIGINT = fast shutdown
     kafka) echo "$d/pid:$d/kafka.log:TERM:60" ;;
+    kafka3node) echo "$d/pid:$d/kafka.log:TERM:${KAFKA3_TERM_SECONDS:-60}" ;;
     kube)  echo "$d/etcd.pid:$d/etcd.log:TERM:30"
            echo "$d/apiserver.pid:$d/apiserver.log:TERM:60" ;;
     node)  local c
@@ -77,6 +107,14 @@ start_kafka() {
     -Djava.awt.headless=true -Dlog4j2.configurationFile="$d/log4j2.xml" \
     -cp "$(cat "$d/lib")/*" kafka.Kafka "$d/server.properties"
   wait_ready kafka "$d/pid" "$d/kafka.log" 120 kafka_ready
+}
+start_kafka3node() {
+  # Three of these run beside everything else: a smaller heap than the single broker's.
+  spawn "$d/pid" "$d/kafka.log" java -Xms128m -Xmx384m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$d/../log4j2.xml" \
+    -cp "$(cat "$d/../lib")/*" kafka.Kafka "$d/server.properties"
+  # Longer than the single broker's: three JVMs may start at once on 2 cores.
+  wait_ready "$svc" "$d/pid" "$d/kafka.log" 180 kafka_ready
 }
 start_kube() {
   local bin ep pp
@@ -202,13 +240,14 @@ do_stop() { # do_stop TERM|KILL: TERM = each its own clean stop, in reverse star
     fi
   done
   [ "$1" != KILL ] || for p in $(procs); do stop_group "${p%%:*}" KILL 10; done
-  [ "$svc" != node ] || node_teardown
+  [ "$kind" != node ] || node_teardown
 }
 # The ports a service listens on: all must be free before it starts.
 ports() {
-  case $svc in
+  case $kind in
     pg) echo "$port" ;;
     kafka) echo "$port $(cat "$d/controller_port") $(cat "$d/pod_port" 2>/dev/null)" ;;
+    kafka3node) echo "$port $(cat "$d/controller_port")" ;;
     kube) echo "$port $(cat "$d/etcd_port") $(cat "$d/etcd_peer_port")" ;;
     node) echo "$port $(cat "$d/healthz_port") $(cat "$d/cm_port") $(cat "$d/scheduler_port")" ;;
   esac
@@ -221,7 +260,7 @@ do_start() {
     ! port_open "$p" || die "$svc: port $p is taken by a process that is not this test bed's $svc"
   done
   log "starting $svc on 127.0.0.1:$port"
-  "start_$svc" || exit 1
+  "start_$kind" || exit 1
   log "$svc ready on 127.0.0.1:$port"
 }
 

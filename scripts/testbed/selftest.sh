@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# selftest.sh [pg] [kafka] [kube]   (default: all three)
+# selftest.sh [pg] [kafka] [kafka3] [kube]   (default: all four)
 # End-to-end check of the test bed itself: up.sh, then each service is used
 # with its real client, stopped, killed and restarted through ctl.sh, then
-# down.sh, and finally no process of the test bed may be left.
+# down.sh, and finally no process of the test bed may be left. For kafka3 one
+# node is also killed alone: the other two must keep serving acks=all writes.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
+[ ${#services[@]} -gt 0 ] || services=(pg kafka kafka3 kube)
 has() { [[ " ${services[*]} " == *" $1 "* ]]; }
 ok() { log "ok: $*"; }
 fail() { log "FAIL: $*"; "$TESTBED_DIR/down.sh" || true; exit 1; }
@@ -32,6 +33,22 @@ check_kafka() {
     --max-messages 2 --timeout-ms 30000 --formatter-property print.key=true 2>/dev/null) || return 1
   [ "$(sort <<<"$out" | tr '\t\n' ':,')" = "k1:v1,k2:v2," ]
 }
+# check_kafka3 [TOPIC]: without TOPIC, two messages through a new topic (replicated
+# on all three nodes); with it, one more message to TOPIC, which must be read back:
+# a new topic with replication factor 3 cannot be created while a node is down.
+kafka3_topic=""
+check_kafka3() {
+  local topic=${1:-selftest-$RANDOM} in='k1:v1\nk2:v2\n' n=2 out
+  [ -z "${1:-}" ] || { in='k3:v3\n' n=3; }
+  printf %b "$in" | "$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.ConsoleProducer \
+    --bootstrap-server "$OUTBOX_TEST_KAFKA3_BOOTSTRAP" --topic "$topic" --producer-property acks=all \
+    --reader-property parse.key=true --reader-property key.separator=: >/dev/null 2>&1 || return 1
+  out=$("$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.consumer.ConsoleConsumer \
+    --bootstrap-server "$OUTBOX_TEST_KAFKA3_BOOTSTRAP" --topic "$topic" --from-beginning \
+    --max-messages "$n" --timeout-ms 60000 --formatter-property print.key=true 2>/dev/null) || return 1
+  kafka3_topic=$topic
+  if [ -n "${1:-}" ]; then [[ $out == *"k3	v3"* ]]; else [ "$(sort <<<"$out" | tr '\t\n' ':,')" = "k1:v1,k2:v2," ]; fi
+}
 check_kube() {
   local k=$OUTBOX_TESTBED_BIN/kubectl v
   "$k" --kubeconfig "$OUTBOX_TEST_KUBECONFIG" get ns default >/dev/null || return 1
@@ -46,9 +63,16 @@ check_kube() {
   v=$("$OUTBOX_TESTBED_BIN/etcd" --version)
   [[ $v == *"etcd Version: ${ETCD_VERSION#v}"* ]] || { log "etcd version says: $v"; return 1; }
 }
-port_of() { case $1 in pg) echo "$OUTBOX_TEST_PG_PORT" ;; kafka) echo "${OUTBOX_TEST_KAFKA_BOOTSTRAP##*:}" ;; kube) s=${OUTBOX_TEST_KUBE_SERVER##*:}; echo "${s%/}" ;; esac; }
+port_of() {
+  case $1 in
+    pg) echo "$OUTBOX_TEST_PG_PORT" ;;
+    kafka) echo "${OUTBOX_TEST_KAFKA_BOOTSTRAP##*:}" ;;
+    kafka3) echo "${OUTBOX_TEST_KAFKA3_BOOTSTRAP##*:}" ;;  # node 3's
+    kube) s=${OUTBOX_TEST_KUBE_SERVER##*:}; echo "${s%/}" ;;
+  esac
+}
 
-for s in pg kafka kube; do
+for s in pg kafka kafka3 kube; do
   has "$s" || continue
   "check_$s" || fail "$s does not work after up.sh"
   ok "$s works"
@@ -63,6 +87,16 @@ for s in pg kafka kube; do
   done
 done
 if has pg; then [ "$(pg_rows)" -ge 3 ] || fail "pg lost committed rows across restarts"; ok "pg kept its rows"; fi
+if has kafka3; then
+  t=$SECONDS; "$ctl" kafka3-2 kill9 || fail "ctl.sh kafka3-2 kill9"
+  ! "$ctl" kafka3 status >/dev/null || fail "kafka3 reported running with node 2 killed"
+  ok "kafka3-2 kill9 took $((SECONDS - t)) s"
+  check_kafka3 "$kafka3_topic" || fail "kafka3 does not take acks=all writes with one node down"
+  ok "kafka3 serves acks=all with node 2 down"
+  t=$SECONDS; "$ctl" kafka3-2 start || fail "ctl.sh kafka3-2 start after kill9"
+  "$ctl" kafka3 status >/dev/null || fail "kafka3 not running after kafka3-2 start"
+  ok "kafka3-2 start after kill9 took $((SECONDS - t)) s"
+fi
 
 pgroot=$(cat "$TESTBED_STATE/pg/pgroot" 2>/dev/null || echo "$TESTBED_STATE")
 "$TESTBED_DIR/down.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh [pg] [kafka] [kube] [node]   (default: pg kafka kube)
+# up.sh [pg] [kafka] [kafka3] [kube] [node]   (default: pg kafka kube)
 # Starts a local test bed on free loopback ports, state and logs under
 # $TESTBED_STATE (default <repo>/.testbed/run), and writes $TESTBED_STATE/env
 # with the OUTBOX_TEST_* variables the tests read. The env file's path is the
@@ -15,7 +15,7 @@ as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
 services=("$@")
 [ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
 for s in "${services[@]}"; do
-  case $s in pg|kafka|kube|node) ;; *) die "unknown service '$s' (pg, kafka, kube, node)" ;; esac
+  case $s in pg|kafka|kafka3|kube|node) ;; *) die "unknown service '$s' (pg, kafka, kafka3, kube, node)" ;; esac
 done
 mkdir -p "$TESTBED_STATE"
 
@@ -136,6 +136,84 @@ check_kafka_topic() {
     --bootstrap-server "127.0.0.1:$(cat "$d/port")" --create --if-not-exists \
     --topic testbed-ready --partitions 1 --replication-factor 1 >"$d/ready-check.log" 2>&1 ||
     abort kafka "$d/ready-check.log" "creating a topic failed (broker log: $d/kafka.log)"
+}
+
+# --- Kafka, three nodes (KRaft, each a combined broker+controller) ------------------
+# For failover tests: a partition leader's broker can be killed while the other two keep
+# the controller quorum and the ISR (ctl.sh kafka3-N). Node N lives in kafka3/N.
+init_kafka3() {
+  local d=$TESTBED_STATE/kafka3 lib cid n voters="" bootstrap=""
+  rm -rf "$d" && mkdir -p "$d"
+  lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka3 "$TESTBED_CACHE/kafka-$KAFKA_VERSION/mvn.log"
+  echo "$lib" >"$d/lib"
+  cp "$TESTBED_DIR/kafka/log4j2.xml" "$d/"
+  for n in 1 2 3; do
+    mkdir -p "$d/$n/data"
+    free_port >"$d/$n/port" && free_port >"$d/$n/controller_port"
+    voters+="${voters:+,}$n@127.0.0.1:$(cat "$d/$n/controller_port")"
+    bootstrap+="${bootstrap:+,}127.0.0.1:$(cat "$d/$n/port")"
+  done
+  echo "$bootstrap" >"$d/bootstrap"
+  for n in 1 2 3; do
+    cat >"$d/$n/server.properties" <<EOC
+process.roles=broker,controller
+node.id=$n
+# A static 3-voter quorum: any two nodes elect a controller, so one node may be down.
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(cat "$d/$n/port"),CONTROLLER://127.0.0.1:$(cat "$d/$n/controller_port")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(cat "$d/$n/port")
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$d/$n/data
+num.partitions=3
+# What a production cluster runs: an acks=all write survives one node, and with two
+# nodes down it is refused (NOT_ENOUGH_REPLICAS) instead of kept on one disk only.
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+# Consumer offsets in 6 partitions, not 50: 150 replicas would slow every test's
+# first consumer group on 2 cores for nothing.
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+num.network.threads=2
+num.io.threads=2
+# A SIGKILLed node is fenced (and dropped from every ISR) after the session timeout,
+# and its restart may register only then: 5 s instead of 9 s (see the single broker).
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=5000
+# Leadership goes back to the preferred replica 10 s after a node returns (default
+# 300 s), so a failover test sees leadership move twice: away and back.
+leader.imbalance.check.interval.seconds=10
+EOC
+  done
+  # One cluster id for all three; kafka_format passes it as --cluster-id=ID (it may
+  # start with '-'). The three formats run at once: a JVM start each.
+  cid=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
+  echo "$cid" >"$d/cluster_id"
+  local pids=()
+  for n in 1 2 3; do
+    kafka_format "$lib" "$cid" "$d/$n/server.properties" "$d/$n/format.log" & pids+=($!)
+  done
+  for n in 1 2 3; do
+    wait "${pids[$((n - 1))]}" || abort kafka3 "$d/$n/format.log" "formatting node $n's storage failed"
+  done
+  # ctl.sh and down.sh know a set-up service by its port file: node 1's port.
+  cp "$d/1/port" "$d/port"
+}
+
+# Proof that the cluster serves with all three nodes: a topic replicated on each.
+check_kafka3_topic() {
+  local d=$TESTBED_STATE/kafka3
+  timeout 90 "$TESTBED_DIR/kafka-run.sh" org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server "$(cat "$d/bootstrap")" --create --if-not-exists \
+    --topic testbed-ready --partitions 3 --replication-factor 3 >"$d/ready-check.log" 2>&1 ||
+    abort kafka3 "$d/ready-check.log" "creating a topic with replication factor 3 failed (node logs: $d/*/kafka.log)"
 }
 
 # --- kube-apiserver + etcd -------------------------------------------------------------
@@ -334,6 +412,7 @@ write_env() {
       q OUTBOX_TEST_PG_DSN "postgresql://outbox:$(cat "$s/pg/password")@127.0.0.1:$(cat "$s/pg/port")/outbox"
     fi
     ! up kafka || q OUTBOX_TEST_KAFKA_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/port")"
+    ! up kafka3 || q OUTBOX_TEST_KAFKA3_BOOTSTRAP "$(cat "$s/kafka3/bootstrap")"
     if up kube; then
       q OUTBOX_TEST_KUBE_SERVER "https://127.0.0.1:$(cat "$s/kube/port")"
       q OUTBOX_TEST_KUBE_CA "$s/kube/pki/ca.crt"
@@ -363,9 +442,12 @@ for s in "${services[@]}"; do
   [ ! -f "$TESTBED_STATE/$s/port" ] || "$ctl" "$s" stop
   "init_$s"
   started+=("$s")
-  "$ctl" "$s" start || abort "$s" "$TESTBED_STATE/$s/*.log"
+  logs="$TESTBED_STATE/$s/*.log"
+  [ "$s" != kafka3 ] || logs="$TESTBED_STATE/kafka3/*/kafka.log"  # one log per node
+  "$ctl" "$s" start || abort "$s" "$logs"
   [ "$s" != pg ] || setup_pg_role
   [ "$s" != kafka ] || check_kafka_topic
+  [ "$s" != kafka3 ] || check_kafka3_topic
   log "$s up in $((SECONDS - ts)) s"
 done
 write_env

@@ -48,7 +48,8 @@ struct OutboxTestTable {
   // Payload carries {"seq": i, "key": k} so order can be checked per key.
   void insert(int n, int keys, int start_seq = 0);
   long long count(const std::string& where);
-  relay::RelayConfig relay_config() const;
+  // A relay for this table on the test bed's broker, or on `bootstrap` when given.
+  relay::RelayConfig relay_config(const std::string& bootstrap = "") const;
 };
 
 // A Relay running on a thread of this process (a replica that can stop cleanly).

@@ -2,8 +2,6 @@
 // delivery, headers, replicas, kill -9, broker outage, poison events, restarts.
 #include <gtest/gtest.h>
 
-#include <librdkafka/rdkafka.h>
-
 #include <fstream>
 #include <stdexcept>
 #include <tuple>
@@ -15,6 +13,7 @@
 #include "outbox/store.hpp"
 #include "relay_fixture.hpp"
 #include "support/testbed.hpp"
+#include "topic_admin.hpp"
 
 namespace outbox {
 namespace {
@@ -31,98 +30,6 @@ using testing::ThreadRelay;
 std::string log_path(const std::string& name) {
   return "/tmp/" + testbed::unique_name(name) + ".log";
 }
-
-// Creates topics with particular settings and changes them, through librdkafka's
-// admin API, against the test bed's broker.
-class TopicAdmin {
- public:
-  TopicAdmin() {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", testbed::kafka_bootstrap().c_str(), err,
-                          sizeof err) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      throw std::runtime_error(err);
-    }
-    handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (handle_ == nullptr) {
-      throw std::runtime_error(err);
-    }
-    queue_ = rd_kafka_queue_new(handle_);
-  }
-  ~TopicAdmin() {
-    rd_kafka_queue_destroy(queue_);
-    rd_kafka_destroy(handle_);
-  }
-  TopicAdmin(const TopicAdmin&) = delete;
-  TopicAdmin& operator=(const TopicAdmin&) = delete;
-
-  void create(const std::string& topic, int partitions,
-              const std::map<std::string, std::string>& config) {
-    char err[512];
-    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
-    if (t == nullptr) {
-      throw std::runtime_error(err);
-    }
-    for (const auto& [k, v] : config) {
-      rd_kafka_NewTopic_set_config(t, k.c_str(), v.c_str());
-    }
-    rd_kafka_CreateTopics(handle_, &t, 1, nullptr, queue_);
-    rd_kafka_NewTopic_destroy(t);
-    rd_kafka_event_t* ev = wait("CreateTopics " + topic);
-    std::size_t n = 0;
-    const rd_kafka_topic_result_t** r =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    std::string problem = n == 1 && rd_kafka_topic_result_error(r[0]) != RD_KAFKA_RESP_ERR_NO_ERROR
-                              ? rd_kafka_err2str(rd_kafka_topic_result_error(r[0]))
-                              : "";
-    rd_kafka_event_destroy(ev);
-    if (!problem.empty()) {
-      throw std::runtime_error("creating topic " + topic + ": " + problem);
-    }
-  }
-
-  // AlterConfigs replaces the topic's overrides with `config` as a whole.
-  void set_config(const std::string& topic, const std::map<std::string, std::string>& config) {
-    rd_kafka_ConfigResource_t* res =
-        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
-    for (const auto& [k, v] : config) {
-      rd_kafka_ConfigResource_set_config(res, k.c_str(), v.c_str());
-    }
-    rd_kafka_AlterConfigs(handle_, &res, 1, nullptr, queue_);
-    rd_kafka_ConfigResource_destroy(res);
-    rd_kafka_event_t* ev = wait("AlterConfigs " + topic);
-    std::size_t n = 0;
-    const rd_kafka_ConfigResource_t** r =
-        rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &n);
-    std::string problem =
-        n == 1 && rd_kafka_ConfigResource_error(r[0]) != RD_KAFKA_RESP_ERR_NO_ERROR
-            ? rd_kafka_err2str(rd_kafka_ConfigResource_error(r[0]))
-            : "";
-    rd_kafka_event_destroy(ev);
-    if (!problem.empty()) {
-      throw std::runtime_error("altering topic " + topic + ": " + problem);
-    }
-  }
-
- private:
-  // The next admin result; throws on a request-level error (the event is the caller's otherwise).
-  rd_kafka_event_t* wait(const std::string& what) {
-    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue_, 30'000);
-    if (ev == nullptr) {
-      throw std::runtime_error(what + ": no answer in 30 s");
-    }
-    if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      std::string problem = rd_kafka_event_error_string(ev);
-      rd_kafka_event_destroy(ev);
-      throw std::runtime_error(what + ": " + problem);
-    }
-    return ev;
-  }
-
-  rd_kafka_t* handle_ = nullptr;
-  rd_kafka_queue_t* queue_ = nullptr;
-};
 
 TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   OutboxTestTable t;
@@ -311,11 +218,11 @@ TEST(Relay, AnInvalidRouteFailsOnlyTheEventsItRoutes) {
 TEST(Relay, LaterEventsOfAKeyOnAnotherTopicWaitUntilItsRefusedHeadIsDelivered) {
   OutboxTestTable t;
   const std::string refusing = t.topic + "-refusing";
-  TopicAdmin admin;
+  testing::TopicAdmin admin(testbed::kafka_bootstrap());
   // A record whose timestamp lies before the broker's clock when it arrives is
   // refused with INVALID_TIMESTAMP: a refusal that may pass, an attempt counted.
-  admin.create(refusing, 1, {{"message.timestamp.before.max.ms", "0"}});
-  admin.create(t.topic, 3, {});
+  admin.create(refusing, 1, 1, {{"message.timestamp.before.max.ms", "0"}});
+  admin.create(t.topic, 3, 1, {});
   auto c = t.relay_config();
   // The timestamp is taken when the relay hands a message over; lingering that
   // long before sending makes every record late (on loopback, a record sent at

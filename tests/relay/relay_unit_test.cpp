@@ -127,6 +127,18 @@ TEST(ErrorClass, OnlyRealRefusalsCountAsAttempts) {
   EXPECT_EQ(kafka::classify_error(RdKafka::ERR_POLICY_VIOLATION), kafka::ErrorClass::kRetryable);
 }
 
+// What a replicated cluster answers while a leader moves or too few replicas are in
+// sync: the cluster's state, never the event's fault, so no attempt may be counted
+// (RelayFailover.* moves leaders and stops two brokers of the 3-node test bed).
+TEST(ErrorClass, LeadershipMovesAndTooFewInSyncReplicasDefer) {
+  for (auto code : {RdKafka::ERR_NOT_LEADER_FOR_PARTITION, RdKafka::ERR_LEADER_NOT_AVAILABLE,
+                    RdKafka::ERR_NOT_ENOUGH_REPLICAS, RdKafka::ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                    RdKafka::ERR_REQUEST_TIMED_OUT, RdKafka::ERR_BROKER_NOT_AVAILABLE}) {
+    EXPECT_EQ(kafka::classify_error(code), kafka::ErrorClass::kUnreachable)
+        << RdKafka::err2str(code);
+  }
+}
+
 TEST(MetricsRegistry, RendersPrometheusText) {
   metrics::Registry r;
   r.counter("outbox_events_published_total", "Published", {{"table", "public.t"}}).inc(3);

@@ -27,6 +27,10 @@ std::string postgres_dsn() {
 std::string kafka_bootstrap() {
   return require_env("OUTBOX_TEST_KAFKA_BOOTSTRAP");
 }
+std::string kafka3_bootstrap() {
+  const char* value = std::getenv("OUTBOX_TEST_KAFKA3_BOOTSTRAP");
+  return value == nullptr ? "" : value;
+}
 std::string kubeconfig_path() {
   return require_env("OUTBOX_TEST_KUBECONFIG");
 }

@@ -12,10 +12,14 @@ std::string require_env(const char* name);
 
 std::string postgres_dsn();     // OUTBOX_TEST_PG_DSN
 std::string kafka_bootstrap();  // OUTBOX_TEST_KAFKA_BOOTSTRAP
+// OUTBOX_TEST_KAFKA3_BOOTSTRAP (the 3-node cluster, `up.sh kafka3`), or "" when unset: the
+// failover tests skip then, saying so. scripts/test.sh always starts it.
+std::string kafka3_bootstrap();
 std::string kubeconfig_path();  // OUTBOX_TEST_KUBECONFIG (admin, client certificate)
 
-// Runs scripts/testbed/ctl.sh <service> <action> (service: pg, kafka, kube;
-// action: start, stop, restart). Same ports as before, so clients can reconnect.
+// Runs scripts/testbed/ctl.sh <service> <action> (service: pg, kafka, kube, kafka3 or
+// one of its nodes kafka3-1..3; action: start, stop, restart, kill9). Same ports as
+// before, so clients can reconnect.
 void control(const std::string& service, const std::string& action);
 
 // A name unique to this process and call, for tables, topics and namespaces.
