@@ -1,6 +1,7 @@
 #include "kube/config.hpp"
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -264,44 +266,25 @@ std::string ServerAddress::authority() const {
 }
 
 std::string decode_base64(const std::string& text, const std::string& what) {
-  std::string out;
-  unsigned value = 0;
-  int bits = 0;
-  size_t padding = 0;
-  for (char c : text) {
-    int digit;
-    if (c >= 'A' && c <= 'Z') {
-      digit = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      digit = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      digit = c - '0' + 52;
-    } else if (c == '+') {
-      digit = 62;
-    } else if (c == '/') {
-      digit = 63;
-    } else if (c == '=') {
-      ++padding;
-      continue;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
-      continue;
-    } else {
-      throw ConfigError(what + " is not valid base64 (unexpected character)");
-    }
-    if (padding > 0) {
-      throw ConfigError(what + " is not valid base64 (data after padding)");
-    }
-    value = (value << 6) | static_cast<unsigned>(digit);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((value >> bits) & 0xFF));
-    }
+  // OpenSSL's streaming decoder: skips line breaks and whitespace, refuses anything else that
+  // is not base64, data after padding, and a final group that is not whole (as Go's
+  // StdEncoding, which client-go uses for these fields, requires padding).
+  std::unique_ptr<EVP_ENCODE_CTX, decltype(&EVP_ENCODE_CTX_free)> ctx(EVP_ENCODE_CTX_new(),
+                                                                      EVP_ENCODE_CTX_free);
+  if (!ctx) {
+    throw std::bad_alloc();
   }
-  // 6 leftover bits can never come from whole bytes: the input was truncated.
-  if (bits >= 6 || padding > 2) {
-    throw ConfigError(what + " is not valid base64 (truncated)");
+  EVP_DecodeInit(ctx.get());
+  std::string out(text.size() / 4 * 3 + 3, '\0');
+  int written = 0;
+  int last = 0;
+  const auto* in = reinterpret_cast<const unsigned char*>(text.data());
+  auto* dst = reinterpret_cast<unsigned char*>(out.data());
+  if (EVP_DecodeUpdate(ctx.get(), dst, &written, in, static_cast<int>(text.size())) < 0 ||
+      EVP_DecodeFinal(ctx.get(), dst + written, &last) < 0) {
+    throw ConfigError(what + " is not valid base64");
   }
+  out.resize(static_cast<size_t>(written + last));
   return out;
 }
 

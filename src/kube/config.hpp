@@ -72,8 +72,8 @@ Config in_cluster_config(const InClusterPaths& paths = {});
 // ~/.kube/config.
 Config load_default_config();
 
-// Strict base64 (standard alphabet, padding optional, whitespace ignored); throws ConfigError
-// naming `what` on invalid input.
+// Strict base64 (standard alphabet, padding required as in client-go, line breaks and
+// whitespace ignored; decoded by OpenSSL); throws ConfigError naming `what` on invalid input.
 std::string decode_base64(const std::string& text, const std::string& what);
 
 }  // namespace outbox::kube
