@@ -107,7 +107,7 @@ YAML
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   log=$(mktemp)
   start=$(date +%s.%N)
-  "$bin" --log-level warn controller --relay-image bench:1 --workers "$workers" --qps "$qps" \
+  MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-} "$bin" --log-level warn controller --relay-image bench:1 --workers "$workers" --qps "$qps" \
     --burst "$burst" --resync-period 20s --http-address 127.0.0.1 --http-port "$port" >"$log" 2>&1 &
   pid=$!
   while [ "$(reconciled_count "$tag")" -lt "$total" ]; do

@@ -11,6 +11,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A Secret's resourceVersion read this recently is used again without asking: a new resource
+// is reconciled several times within seconds (its own creation, then each owned object's watch
+// event, then its status write), and each pass would otherwise cost one more request. A
+// rotation is seen at most this much later.
+constexpr std::chrono::seconds kSecretVersionFresh{5};
+
 const kube::Resource kSecrets{"", "v1", "secrets", true};
 const kube::Resource kPods{"", "v1", "pods", true};
 
@@ -112,15 +118,21 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
     namespaces.push_back("");
   }
   for (const std::string& ns : namespaces) {
+    // The caches hold every OutboxRelay and every object they own: managedFields would about
+    // double their memory, and nothing here reads them.
+    kube::InformerOptions relay_options;
+    relay_options.transform = kube::strip_managed_fields;
     relay_informers_.push_back(std::make_unique<kube::Informer>(
         client_, kOutboxRelays, ns,
         kube::InformerHandlers{
             [this](const Json& o) { queue_.add(kube::Informer::key_of(o)); },
             [this](const Json&, const Json& o) { queue_.add(kube::Informer::key_of(o)); },
-            [this](const Json& o) { queue_.add(kube::Informer::key_of(o)); }}));
+            [this](const Json& o) { queue_.add(kube::Informer::key_of(o)); }},
+        relay_options));
     // Only objects carrying our managed-by label: never the whole cluster's ConfigMaps.
     kube::InformerOptions owned_options;
     owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
+    owned_options.transform = kube::strip_managed_fields;
     for (const kube::Resource* kind : owned_kinds()) {
       owned_informers_[{kind->plural, ns}] = std::make_unique<kube::Informer>(
           client_, *kind, ns,
@@ -192,7 +204,7 @@ bool Controller::run(std::stop_token stop) {
       queue_depth_.set(static_cast<double>(queue_.size()));
       double n = 0;
       for (auto& i : relay_informers_) {
-        n += static_cast<double>(i->list().size());
+        n += static_cast<double>(i->size());
       }
       relays_.set(n);
     }
@@ -382,12 +394,26 @@ std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOption
   // Secret. Whether a key exists is the kubelet's to say (CreateContainerConfigError, which
   // the Ready condition then quotes).
   auto version_of = [&](const std::string& name) -> std::optional<std::string> {
+    const std::string key = ns + "/" + name;
+    const auto now = Clock::now();
+    {
+      std::lock_guard lock(applied_mu_);
+      auto it = secret_versions_.find(key);
+      if (it != secret_versions_.end() && now - it->second.second < kSecretVersionFresh) {
+        return it->second.first;
+      }
+    }
     try {
       Json meta = client_.get_metadata(kSecrets, ns, name);
-      return name + "=" + meta.value("/metadata/resourceVersion"_json_pointer, std::string()) +
-             "\n";
+      std::string version =
+          name + "=" + meta.value("/metadata/resourceVersion"_json_pointer, std::string()) + "\n";
+      std::lock_guard lock(applied_mu_);
+      secret_versions_[key] = {version, now};
+      return version;
     } catch (const kube::ApiError& e) {
       if (e.is_not_found()) {
+        std::lock_guard lock(applied_mu_);
+        secret_versions_.erase(key);
         return std::nullopt;
       }
       throw;
@@ -512,22 +538,39 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
   if (status_matches(desired, relay.value("status", Json::object()))) {
     return not_ready;
   }
-  // About to write: judge transitions against the live status, not a cache that may not have
-  // seen our previous write yet (that would move lastTransitionTime and repeat Events).
+  // About to write. Transitions must be judged against what the apiserver has: a cache that
+  // has not seen this process's previous status write yet would move lastTransitionTime and
+  // repeat Events, so then the live status is read first. The cache is known to be current
+  // when it shows the resourceVersion our last write returned, or when this process never
+  // wrote this status (its informer has watched it since before it led).
+  const std::string key = ns + "/" + name;
+  const std::string cached_version = relay.at("metadata").value("resourceVersion", "");
+  bool cache_current;
+  {
+    std::lock_guard lock(applied_mu_);
+    auto it = status_written_.find(key);
+    cache_current = it == status_written_.end() || it->second == cached_version;
+  }
   Json observed = relay;
-  observed["status"] = client_.get(kOutboxRelays, ns, name).value("status", Json::object());
-  desired = compute(observed);
-  const Json& before = observed.at("status");
+  if (!cache_current) {
+    observed["status"] = client_.get(kOutboxRelays, ns, name).value("status", Json::object());
+    desired = compute(observed);
+  }
+  const Json before = observed.value("status", Json::object());
   if (status_matches(desired, before)) {
     return not_ready;
   }
-  client_.apply_status(kOutboxRelays, ns,
-                       {{"apiVersion", "outbox.dev/v1alpha1"},
-                        {"kind", "OutboxRelay"},
-                        {"metadata", {{"name", name}, {"namespace", ns}}},
-                        {"status", desired}},
-                       kFieldManager, true);
+  Json written = client_.apply_status(kOutboxRelays, ns,
+                                      {{"apiVersion", "outbox.dev/v1alpha1"},
+                                       {"kind", "OutboxRelay"},
+                                       {"metadata", {{"name", name}, {"namespace", ns}}},
+                                       {"status", desired}},
+                                      kFieldManager, true);
   status_writes_.inc();
+  {
+    std::lock_guard lock(applied_mu_);
+    status_written_[key] = written.at("metadata").value("resourceVersion", "");
+  }
 
   for (const char* type : {"Degraded", "Stalled", "JobFailed"}) {
     Json now = find_condition(desired, type);

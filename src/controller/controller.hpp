@@ -116,7 +116,11 @@ class Controller {
   std::atomic<const kube::LeaseElector*> elector_{nullptr};  // set while run() elects
 
   std::mutex applied_mu_;
-  std::map<std::string, Applied> applied_;  // "plural/ns/name" -> what we last applied
+  std::map<std::string, Applied> applied_;             // "plural/ns/name" -> what we last applied
+  std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
+  // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
+      secret_versions_;
 
   metrics::Counter& reconcile_ok_;
   metrics::Counter& reconcile_requeue_;

@@ -28,22 +28,33 @@ std::string Informer::key_of(const Json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
+Informer::Entry Informer::pack(const Json& object) {
+  return {object.value("/metadata/resourceVersion"_json_pointer, std::string()),
+          Json::to_msgpack(object)};
+}
+
 std::optional<Json> Informer::get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     return std::nullopt;
   }
-  return it->second;
+  return Json::from_msgpack(it->second.packed);
 }
 
 std::vector<Json> Informer::list() const {
   std::lock_guard lock(mutex_);
   std::vector<Json> objects;
-  for (const auto& [key, object] : cache_) {
-    objects.push_back(object);
+  objects.reserve(cache_.size());
+  for (const auto& [key, entry] : cache_) {
+    objects.push_back(Json::from_msgpack(entry.packed));
   }
   return objects;
+}
+
+std::size_t Informer::size() const {
+  std::lock_guard lock(mutex_);
+  return cache_.size();
 }
 
 std::string Informer::resource_version() const {
@@ -56,6 +67,12 @@ void Informer::set_resource_version(const Json& object) {
   if (!rv.empty()) {
     std::lock_guard lock(mutex_);
     resource_version_ = rv;
+  }
+}
+
+void strip_managed_fields(Json& object) {
+  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object()) {
+    meta->erase("managedFields");
   }
 }
 
@@ -79,27 +96,32 @@ void Informer::relist() {
       item["kind"] = kind;
       item["apiVersion"] = snapshot.value("apiVersion", resource_.api_version());
     }
+    if (options_.transform) {
+      options_.transform(item);
+    }
     fresh.emplace(key_of(item), std::move(item));
   }
   std::vector<Json> added, deleted;
   std::vector<std::pair<Json, Json>> updated;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [key, object] : cache_) {
+    for (const auto& [key, entry] : cache_) {
       if (fresh.count(key) == 0) {
-        deleted.push_back(object);  // vanished while we were not watching
+        deleted.push_back(Json::from_msgpack(entry.packed));  // vanished while not watching
       }
     }
-    for (const auto& [key, object] : fresh) {
+    std::map<std::string, Entry> packed;
+    for (auto& [key, object] : fresh) {
       auto old = cache_.find(key);
+      Entry entry = pack(object);
       if (old == cache_.end()) {
-        added.push_back(object);
-      } else if (old->second.value("/metadata/resourceVersion"_json_pointer, std::string()) !=
-                 object.value("/metadata/resourceVersion"_json_pointer, std::string())) {
-        updated.emplace_back(old->second, object);
+        added.push_back(std::move(object));
+      } else if (old->second.resource_version != entry.resource_version) {
+        updated.emplace_back(Json::from_msgpack(old->second.packed), std::move(object));
       }
+      packed.emplace(key, std::move(entry));
     }
-    cache_ = std::move(fresh);
+    cache_ = std::move(packed);
     resource_version_ = snapshot.value("/metadata/resourceVersion"_json_pointer, std::string());
   }
   relists_++;
@@ -126,18 +148,21 @@ void Informer::apply(WatchEvent& event) {
   if (event.type == WatchEventType::kBookmark) {
     return;  // carries only a resourceVersion
   }
+  if (options_.transform) {
+    options_.transform(event.object);
+  }
   const std::string key = key_of(event.object);
   std::optional<Json> old;
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(key);
     if (it != cache_.end()) {
-      old = it->second;
+      old = Json::from_msgpack(it->second.packed);
     }
     if (event.type == WatchEventType::kDeleted) {
       cache_.erase(key);
     } else {
-      cache_[key] = event.object;
+      cache_[key] = pack(event.object);
     }
   }
   if (event.type == WatchEventType::kDeleted) {

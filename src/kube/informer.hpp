@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -42,7 +43,14 @@ struct InformerOptions {
   std::chrono::milliseconds idle_timeout{0};  // 0: watch_timeout_seconds + 5 s
   std::chrono::milliseconds backoff_initial{800};
   std::chrono::milliseconds backoff_cap{30'000};
+  // Applied to every object before it is cached or handed to a handler (client-go's
+  // SetTransform): what the cache does not need need not be kept, e.g. strip_managed_fields.
+  std::function<void(Json&)> transform;
 };
+
+// Removes metadata.managedFields, which server-side apply makes about as large as the spec
+// itself, and which no cache reader of this project needs.
+void strip_managed_fields(Json& object);
 
 class Informer {
  public:
@@ -57,6 +65,7 @@ class Informer {
   bool has_synced() const { return synced_.load(); }
   std::optional<Json> get(const std::string& key) const;
   std::vector<Json> list() const;
+  std::size_t size() const;
   std::string resource_version() const;
   int relist_count() const { return relists_.load(); }
   int watch_count() const { return watches_.load(); }
@@ -75,7 +84,15 @@ class Informer {
   InformerOptions options_;
 
   mutable std::mutex mutex_;
-  std::map<std::string, Json> cache_;
+  // Objects are kept packed (MessagePack): a parsed nlohmann tree costs several times its
+  // text, and a controller caches every object it owns. get() and list() unpack a copy, as
+  // they returned a copy before.
+  struct Entry {
+    std::string resource_version;
+    std::vector<std::uint8_t> packed;
+  };
+  static Entry pack(const Json& object);
+  std::map<std::string, Entry> cache_;
   std::string resource_version_;
   std::atomic<bool> synced_{false};
   std::atomic<int> relists_{0};

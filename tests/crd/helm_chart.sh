@@ -71,9 +71,9 @@ expect_not_contains "no --leader-elect when disabled" "$v" "--leader-elect"
 expect_not_contains "no Lease Role when leader election is disabled" "$v" "leader-election"
 v=$(render --set controller.burst=1000000)
 expect_contains "a large burst is passed as an integer" "$v" 'value: "1000000"'
-expect_contains "default workers" "$d" $'name: OUTBOX_WORKERS\n              value: "2"'
-expect_contains "default qps" "$d" $'name: OUTBOX_QPS\n              value: "50"'
-expect_contains "default burst" "$d" $'name: OUTBOX_BURST\n              value: "100"'
+expect_contains "default workers" "$d" $'name: OUTBOX_WORKERS\n              value: "4"'
+expect_contains "default qps" "$d" $'name: OUTBOX_QPS\n              value: "150"'
+expect_contains "default burst" "$d" $'name: OUTBOX_BURST\n              value: "300"'
 expect_contains "default resync period" "$d" $'name: OUTBOX_RESYNC_PERIOD\n              value: "10m"'
 v=$(render --set leaderElection.leaseDuration=1m30s --set leaderElection.renewDeadline=1m --set leaderElection.retryPeriod=2.5s) &&
   pass "compound durations that satisfy the lease rules render" || fail "1m30s / 1m / 2.5s refused: $v"
