@@ -47,8 +47,9 @@ class Transport {
   // which each body read must make progress within `idle_timeout` (a silent peer is a dead
   // connection). Body bytes are handed to `on_data` as they arrive, with no framing
   // guarantee. Returns the HTTP status; for a non-200 status the body (its first 64 KiB, ample
-  // for a Status) is returned in `error_body` and on_data is not called. Returns normally when the server ends the body,
-  // or when `stop` is requested (then `stopped` is set). Throws TransportError otherwise.
+  // for a Status) is returned in `error_body` and on_data is not called. Returns normally when the
+  // server ends the body, or when `stop` is requested (then `stopped` is set). Throws
+  // TransportError otherwise.
   int stream(const HttpRequest& request, std::chrono::milliseconds connect_timeout,
              std::chrono::milliseconds idle_timeout,
              const std::function<void(std::string_view)>& on_data, std::string& error_body,
