@@ -8,6 +8,7 @@
 #include "cli/app.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
+#include "common/stop.hpp"
 #include "controller/controller.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
@@ -174,7 +175,7 @@ Action add_controller_command(CLI::App& app) {
     const auto& stop_flag = install_stop_signals();
     std::stop_source stop;
     std::jthread bridge([&stop_flag, &stop](std::stop_token own) {
-      while (!stop_flag && kube::sleep_unless_stopped(own, std::chrono::milliseconds(100))) {
+      while (!stop_flag && sleep_unless_stopped(own, std::chrono::milliseconds(100))) {
       }
       stop.request_stop();
     });

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/stop.hpp"
 #include "kube/errors.hpp"
 
 namespace outbox::controller {
@@ -200,7 +201,7 @@ bool Controller::run(std::stop_token stop) {
     informer_threads_.emplace_back([informer](std::stop_token s) { informer->run(s); });
   }
   std::jthread gauges([this](std::stop_token s) {
-    while (kube::sleep_unless_stopped(s, std::chrono::milliseconds(500))) {
+    while (sleep_unless_stopped(s, std::chrono::milliseconds(500))) {
       queue_depth_.set(static_cast<double>(queue_.size()));
       double n = 0;
       for (auto& i : relay_informers_) {
@@ -214,7 +215,7 @@ bool Controller::run(std::stop_token stop) {
     if (options_.resync_period.count() <= 0) {
       return;
     }
-    while (kube::sleep_unless_stopped(s, options_.resync_period)) {
+    while (sleep_unless_stopped(s, options_.resync_period)) {
       enqueue_all();
     }
   });
@@ -248,7 +249,7 @@ bool Controller::run(std::stop_token stop) {
     elector_ = nullptr;  // the workers were stopped in on_stopped_leading
   } else {
     start_workers();
-    kube::sleep_unless_stopped(stop, std::chrono::hours(24 * 365 * 100));
+    sleep_unless_stopped(stop, std::chrono::hours(24 * 365 * 100));
     stop_workers();
   }
   for (auto& t : informer_threads_) {
@@ -281,7 +282,7 @@ void Controller::stop_workers() {
 void Controller::worker(std::stop_token stop) {
   // Reconciling from a partial cache would re-create objects the apiserver already has.
   while (!synced()) {
-    if (!kube::sleep_unless_stopped(stop, std::chrono::milliseconds(100))) {
+    if (!sleep_unless_stopped(stop, std::chrono::milliseconds(100))) {
       return;
     }
   }

@@ -4,9 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/stop.hpp"
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
-#include "kube/informer.hpp"
 
 namespace outbox::controller {
 
@@ -14,20 +14,13 @@ StatusReporter::StatusReporter(kube::Client& client, StatusReporterOptions optio
     : client_(client), options_(std::move(options)), sampler_(std::move(sampler)) {
   thread_ = std::jthread([this](std::stop_token stop) {
     // The first measurement needs a database round trip; give it a moment.
-    while (kube::sleep_unless_stopped(stop, std::chrono::milliseconds(1000))) {
+    while (sleep_unless_stopped(stop, std::chrono::milliseconds(1000))) {
       report_once();
-      if (!kube::sleep_unless_stopped(stop, options_.interval - std::chrono::milliseconds(1000))) {
+      if (!sleep_unless_stopped(stop, options_.interval - std::chrono::milliseconds(1000))) {
         return;
       }
     }
   });
-}
-
-StatusReporter::~StatusReporter() {
-  thread_.request_stop();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
 }
 
 bool StatusReporter::report_once() {

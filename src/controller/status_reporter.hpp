@@ -48,7 +48,6 @@ class StatusReporter {
   using Sampler = std::function<RelayReport()>;
 
   StatusReporter(kube::Client& client, StatusReporterOptions options, Sampler sampler);
-  ~StatusReporter();
 
   // One report now; false if there was nothing to report or an apply failed.
   bool report_once();

@@ -1,18 +1,12 @@
 #include "kube/informer.hpp"
 
-#include <condition_variable>
 #include <set>
 
 #include <spdlog/spdlog.h>
 
-namespace outbox::kube {
+#include "common/stop.hpp"
 
-bool sleep_unless_stopped(std::stop_token stop, std::chrono::nanoseconds duration) {
-  std::mutex mutex;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mutex);
-  return !cv.wait_for(lock, stop, duration, [] { return false; }) && !stop.stop_requested();
-}
+namespace outbox::kube {
 
 Informer::Informer(Client& client, Resource resource, std::string ns, InformerHandlers handlers,
                    InformerOptions options)

@@ -99,7 +99,4 @@ class Informer {
   std::atomic<int> watches_{0};
 };
 
-// Sleeps for `duration` unless `stop` is requested first; returns false if stopped.
-bool sleep_unless_stopped(std::stop_token stop, std::chrono::nanoseconds duration);
-
 }  // namespace outbox::kube

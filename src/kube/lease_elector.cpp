@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kube/informer.hpp"
+#include "common/stop.hpp"
 #include "kube/micro_time.hpp"
 
 namespace outbox::kube {

@@ -68,8 +68,6 @@ class LeaseElector {
   // after a clean stop, false when leadership was lost.
   bool run(std::stop_token stop);
 
-  bool is_leader() const { return leading_.load(); }
-
   // Whether a write guarded by this lease may be sent now; safe from any thread. See the
   // mutual-exclusion guarantee above.
   bool holds_lease() const;

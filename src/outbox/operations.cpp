@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outbox/store.hpp"
+
 namespace outbox {
 namespace {
 
@@ -38,13 +40,8 @@ ChangeReport change(pqxx::connection& conn, const TableName& table, const Select
       }
     }
   }
-  std::string ids = s.event_ids.empty() ? "" : "{";
-  for (std::size_t i = 0; i < s.event_ids.size(); ++i) {
-    ids += (i ? "," : "") + s.event_ids[i];
-  }
-  if (!ids.empty()) {
-    ids += "}";
-  }
+  // "" (not "{}") when no id is given: the WHERE fragment reads "" as "not set".
+  const std::string ids = s.event_ids.empty() ? "" : pg_text_array(s.event_ids);
   const std::string where = " WHERE status = $1" + std::string(kSelectionWhere);
   const std::string sql =
       dry_run
