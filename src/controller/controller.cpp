@@ -536,6 +536,7 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
     desired = compute(relay);
   }
   const bool not_ready = relays_not_ready(desired);
+  clear_relay_problem(relay, not_ready);
   if (status_matches(desired, relay.value("status", Json::object()))) {
     return not_ready;
   }
@@ -586,6 +587,25 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
     }
   }
   return not_ready;
+}
+
+// The relay pod that wrote status.relayProblem clears it once ready, but a pod replaced while
+// not ready (the usual way its problem gets fixed: a new Secret, a new spec) never comes back
+// to. So the operator removes it once every relay pod is ready, or once no pod has repeated it
+// for kRelayProblemFresh. A merge patch, as it is another manager's field.
+void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
+  const Json status = relay.value("status", Json::object());
+  if (!status.contains("relayProblem")) {
+    return;
+  }
+  const auto at = parse_time(status.at("relayProblem").value("reportedAt", ""));
+  const bool stale = !at || std::chrono::system_clock::now() - *at > kRelayProblemFresh;
+  if (not_ready && !stale) {
+    return;
+  }
+  client_.merge_patch(kOutboxRelays, ns_of(relay), name_of(relay),
+                      {{"status", {{"relayProblem", nullptr}}}}, "status");
+  status_writes_.inc();
 }
 
 // Best effort: an Event that cannot be written is logged, never retried.

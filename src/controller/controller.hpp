@@ -100,6 +100,7 @@ class Controller {
   // Writes the status if it changed; true while the relay pods are not all ready.
   bool update_status(const Json& relay, const std::optional<Problem>& problem);
   void record_event(const Json& relay, const std::string& reason, const std::string& message);
+  void clear_relay_problem(const Json& relay, bool not_ready);
 
   kube::Client& client_;
   ControllerOptions options_;

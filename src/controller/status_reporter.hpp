@@ -21,7 +21,8 @@
 // database is unreachable, leaves status.backlog as it was instead of reporting zeros);
 // failures are logged and the next round tries again; stopping joins the thread.
 // Caveats: with several replicas, the last problem reported wins; a pod that dies while
-// reporting one leaves it behind, and the operator ignores it once older than a minute.
+// reporting one leaves it behind, and the operator removes it once every relay pod is ready or
+// it is older than a minute.
 namespace outbox::controller {
 
 struct Backlog {
