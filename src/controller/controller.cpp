@@ -598,9 +598,8 @@ void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
   if (!status.contains("relayProblem")) {
     return;
   }
-  const auto at = parse_time(status.at("relayProblem").value("reportedAt", ""));
-  const bool stale = !at || std::chrono::system_clock::now() - *at > kRelayProblemFresh;
-  if (not_ready && !stale) {
+  if (not_ready &&
+      relay_problem_fresh(status.at("relayProblem"), std::chrono::system_clock::now())) {
     return;
   }
   client_.merge_patch(kOutboxRelays, ns_of(relay), name_of(relay),

@@ -109,6 +109,11 @@ std::optional<std::chrono::system_clock::time_point> parse_time(const std::strin
   return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
+bool relay_problem_fresh(const Json& relay_problem, std::chrono::system_clock::time_point now) {
+  const auto at = parse_time(relay_problem.value("reportedAt", ""));
+  return at && now - *at <= kRelayProblemFresh;
+}
+
 std::string not_ready_detail(const Json& pods, const Json& relay_status,
                              std::chrono::system_clock::time_point now) {
   std::vector<std::string> details;
@@ -128,9 +133,7 @@ std::string not_ready_detail(const Json& pods, const Json& relay_status,
   }
   const Json reported = relay_status.value("relayProblem", Json::object());
   if (reported.is_object() && reported.contains("message")) {
-    std::optional<std::chrono::system_clock::time_point> at =
-        parse_time(reported.value("reportedAt", ""));
-    if (at && now - *at <= kRelayProblemFresh) {
+    if (relay_problem_fresh(reported, now)) {
       add("relay pod " + reported.value("pod", "?") + " reports: " + reported.value("message", ""));
     }
   }

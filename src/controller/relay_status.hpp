@@ -39,6 +39,9 @@ inline constexpr std::chrono::seconds kRelayProblemFresh{60};
 std::string not_ready_detail(const Json& pods, const Json& relay_status,
                              std::chrono::system_clock::time_point now);
 
+// Whether a status.relayProblem was reported within kRelayProblemFresh of `now`.
+bool relay_problem_fresh(const Json& relay_problem, std::chrono::system_clock::time_point now);
+
 // Parses what format_time writes; nullopt for anything else.
 std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text);
 
