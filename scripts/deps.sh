@@ -10,6 +10,8 @@ packages=(
   # The test bed's node: container runtime, pod network, image building without a registry.
   containerd runc containernetworking-plugins buildah debootstrap busybox-static socat
   iproute2 procps
+  # promtool (tests/monitoring); Debian ships it only inside the server package.
+  prometheus
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -27,4 +29,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Only promtool is wanted. Where services may start (systemd, or an init without
+# a policy-rc.d that forbids it), installing the package starts and enables a
+# Prometheus server on :9090: stop and disable it right after installing it. A
+# server someone installed on purpose before is left alone (only a warning).
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  elif [ -x /etc/init.d/prometheus ]; then
+    /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+fi
+if command -v pgrep >/dev/null && pgrep -x prometheus >/dev/null; then
+  echo "[deps] warning: a prometheus server is running (pid $(pgrep -x prometheus | tr '\n' ' '));" \
+    "the tests only need promtool" >&2
 fi
