@@ -50,6 +50,8 @@ for kind in Deployment ServiceAccount ClusterRole ClusterRoleBinding Role RoleBi
 done
 expect_not_contains "default render has no ServiceMonitor" "$d" "kind: ServiceMonitor"
 expect_not_contains "default render has no PrometheusRule" "$d" "kind: PrometheusRule"
+expect_not_contains "default render has no Grafana dashboard" "$d" "grafana_dashboard"
+expect_not_contains "default render has no kube-state-metrics config" "$d" "CustomResourceStateMetrics"
 expect_not_contains "the CRD is not templated (it comes from crds/)" "$d" "kind: CustomResourceDefinition"
 expect_contains "two operator replicas" "$d" "replicas: 2"
 expect_contains "leader election on" "$d" "- --leader-elect"
@@ -109,10 +111,19 @@ expect_contains "watchNamespaces: RoleBinding in team-a" "$n" "namespace: team-a
 expect_contains "watchNamespaces: RoleBinding in team-b" "$n" "namespace: team-b"
 expect_contains "ServiceMonitor enabled" "$n" "kind: ServiceMonitor"
 expect_contains "PrometheusRule enabled" "$n" "kind: PrometheusRule"
-for alert in OutboxEventsStuck OutboxEventsFailing OutboxRelayDown OutboxOperatorDown; do
+for alert in OutboxEventsStuck OutboxEventsFailing OutboxFailedEventsGrowing OutboxFailedEventsPresent \
+  OutboxOrderAnomalies OutboxDatabaseDown OutboxKafkaDown OutboxRelayDown OutboxRelayNotReady OutboxOperatorDown; do
   expect_contains "alert $alert" "$n" "alert: $alert"
+  expect_contains "alert $alert: runbook under runbookBaseUrl" "$n" "runbook_url: https://wiki.example.com/outbox/runbooks/$alert.md"
 done
 expect_contains "stuck threshold from values" "$n" "(outbox_oldest_pending_seconds{outbox_component=\"relay\"}) > 300"
+expect_contains "FAILED growth threshold from values" "$n" $'offset 1h))\n            > 10'
+expect_contains "not-Ready duration from values" "$n" "for: 30m"
+expect_contains "kube-state-metrics config ConfigMap" "$n" "name: outbox-kube-state-metrics"
+expect_contains "kube-state-metrics bound to its ServiceAccount" "$n" $'    name: kube-state-metrics\n    namespace: monitoring'
+expect_contains "Grafana dashboard ConfigMap" "$n" "name: outbox-dashboard"
+expect_contains "dashboard ConfigMap carries the sidecar label" "$n" 'grafana_dashboard: "1"'
+expect_contains "dashboard ConfigMap annotations from values" "$n" "grafana_folder: Outbox"
 expect_contains "PodDisruptionBudget minAvailable from values" "$n" "minAvailable: 2"
 expect_contains "HTTP port from values" "$n" "containerPort: 9090"
 expect_contains "workers from values" "$n" $'name: OUTBOX_WORKERS\n              value: "8"'
