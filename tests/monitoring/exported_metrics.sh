@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# unit: every metric the alerts and the dashboard query is one that exists.
+# unit: every metric the alerts and the dashboard query is one that exists, and the
+# relay's exposition passes `promtool check metrics`.
 # Where the exported names come from:
 #  - the relay's: a live scrape. The binary runs `relay` against a database and a
 #    Kafka that are not there (closed loopback ports): the relay registers all its
@@ -43,6 +44,8 @@ done
 [ -n "$port" ] || die "the relay did not say where it serves /metrics: $(cat "$tmp/relay.log")"
 python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
   "http://127.0.0.1:$port/metrics" >"$tmp/relay.prom" || die "scraping the relay's /metrics failed"
+out=$(promtool check metrics <"$tmp/relay.prom" 2>&1) && pass "the relay's exposition passes promtool check metrics" ||
+  fail "promtool check metrics on the relay's exposition: $out"
 # Sample names (histograms export _bucket, _sum and _count).
 sed -n 's/^\([a-zA-Z_:][a-zA-Z0-9_:]*\)[{ ].*/\1/p' "$tmp/relay.prom" | sort -u >"$tmp/relay.names"
 expect_eq "the relay exports outbox_pending_events" "$(grep -cx outbox_pending_events "$tmp/relay.names")" "1"
@@ -84,7 +87,7 @@ python3 "$MON_TEST_DIR/promql_names.py" rules "$tmp/rules.yaml" >"$tmp/rules.use
 python3 "$MON_TEST_DIR/promql_names.py" dashboard "$DASHBOARD" >"$tmp/dashboard.uses"
 for what in rules dashboard; do
   n=$(cut -f1 "$tmp/$what.uses" | sort -u | wc -l)
-  [ "$n" -ge 8 ] && pass "the $what use $n metric names" || fail "only $n metric names found in the $what: the name finder is broken"
+  [ "$n" -ge 8 ] && pass "$n metric names in the $what" || fail "only $n metric names found in the $what: the name finder is broken"
   unknown=$(awk -F'\t' 'NR == FNR { known[$1] = 1; next } !($1 in known) { print "  " $1 " (" $2 ")" }' \
     "$tmp/exported.names" "$tmp/$what.uses")
   expect_eq "every metric the $what query is exported" "$unknown" ""
