@@ -120,7 +120,6 @@ expect_contains "stuck threshold from values" "$n" "(outbox_oldest_pending_secon
 expect_contains "FAILED growth threshold from values" "$n" $'offset 1h))\n            > 10'
 expect_contains "not-Ready duration from values" "$n" "for: 30m"
 expect_contains "kube-state-metrics config ConfigMap" "$n" "name: outbox-kube-state-metrics"
-expect_contains "kube-state-metrics bound to its ServiceAccount" "$n" $'    name: kube-state-metrics\n    namespace: monitoring'
 expect_contains "Grafana dashboard ConfigMap" "$n" "name: outbox-dashboard"
 expect_contains "dashboard ConfigMap carries the sidecar label" "$n" 'grafana_dashboard: "1"'
 expect_contains "dashboard ConfigMap annotations from values" "$n" "grafana_folder: Outbox"
@@ -154,6 +153,10 @@ render -f "$CRD_TEST_DIR/values-nondefault.yaml" --set metrics.serviceMonitor.en
   --set metrics.prometheusRule.enabled=false >"$tmp/nondefault-core.yaml"
 out=$(kubectl apply --dry-run=server -f "$tmp/nondefault-core.yaml" 2>&1) &&
   pass "non-default render passes a server-side dry run" || fail "non-default render refused by the apiserver: $out"
+render --set metrics.kubeStateMetrics.enabled=true --set metrics.kubeStateMetrics.serviceAccount.name=kube-state-metrics \
+  --set metrics.kubeStateMetrics.serviceAccount.namespace=monitoring --show-only templates/kube-state-metrics.yaml >"$tmp/ksm.yaml"
+out=$(kubectl apply --dry-run=server -f "$tmp/ksm.yaml" 2>&1) &&
+  pass "the kube-state-metrics ConfigMap and RBAC pass a server-side dry run" || fail "kube-state-metrics objects refused: $out"
 out=$(kubectl apply --dry-run=server -f "$REPO_ROOT/operator/install.yaml" 2>&1) &&
   pass "operator/install.yaml passes a server-side dry run" || fail "operator/install.yaml refused: $out"
 
