@@ -104,10 +104,13 @@ show_failure() {
   log "$1 failed; full log: $2"
 }
 
-# kafka_format LIBDIR CLUSTER-ID CONFIG LOG: formats a KRaft node's storage. The id is
-# passed as one --cluster-id=ID argument: URL-safe base64 may start with '-', which the
-# tool's parser would read as a flag if the id were a separate argument.
+# kafka_format LIBDIR CLUSTER-ID CONFIG LOG [ARG...]: formats a KRaft node's storage;
+# further arguments go to the tool. The id is passed as one --cluster-id=ID argument:
+# URL-safe base64 may start with '-', which the tool's parser would read as a flag if the
+# id were a separate argument.
 kafka_format() {
+  local lib=$1 cid=$2 config=$3 out=$4
+  shift 4
   java -Xmx256m -Dlog4j2.configurationFile="$TESTBED_DIR/kafka/log4j2.xml" -Dtestbed.log.level=WARN \
-    -cp "$1/*" kafka.tools.StorageTool format "--cluster-id=$2" -c "$3" >"$4" 2>&1
+    -cp "$lib/*" kafka.tools.StorageTool format "--cluster-id=$cid" -c "$config" "$@" >"$out" 2>&1
 }

@@ -92,16 +92,28 @@ init_kafka() {
   # A second listener for pods: they reach it through the node's forwarder on the pod
   # bridge (up.sh node), so the broker must advertise the bridge address there.
   bport=$(free_port) && echo "$bport" >"$d/pod_port"
+  # Two authenticated listeners in the shapes Strimzi gives its users: mutual TLS (a
+  # KafkaUser of type tls: ca.crt, user.crt, user.key) and SCRAM-SHA-512 over TLS.
+  tport=$(free_port) && echo "$tport" >"$d/tls_port"
+  sport=$(free_port) && echo "$sport" >"$d/scram_port"
+  kafka_pki "$d/pki" >"$d/pki.log" 2>&1 || abort kafka "$d/pki.log" "creating the test CA and certificates failed"
   cat >"$d/server.properties" <<EOC
 process.roles=broker,controller
 node.id=1
 # Static voter set: 'format' then needs no --standalone/--initial-controllers.
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,PODS://127.0.0.1:$bport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,PODS://$POD_BRIDGE_IP:$bport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,PODS://127.0.0.1:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,PODS://$POD_BRIDGE_IP:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$d/pki/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$d/pki/ca.crt
+listener.name.tls.ssl.client.auth=required
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.scram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$d/data
 num.partitions=3
 default.replication.factor=1
@@ -125,8 +137,32 @@ EOC
   # One id in 64 starts with '-': kafka_format passes it as --cluster-id=ID.
   cid=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
   echo "$cid" >"$d/cluster_id"
-  kafka_format "$lib" "$cid" "$d/server.properties" "$d/format.log" ||
+  # The SCRAM user is a bootstrap record of the formatted storage (no running broker needed).
+  kafka_format "$lib" "$cid" "$d/server.properties" "$d/format.log" \
+    --add-scram "SCRAM-SHA-512=[name=outbox-relay,password=$(cat "$d/pki/scram/password")]" ||
     abort kafka "$d/format.log" "formatting the storage failed"
+}
+
+# kafka_pki DIR: a test CA, the broker's certificate for 127.0.0.1 and the pod bridge, and
+# the client credentials laid out as Strimzi's Secrets hold them: DIR/ca.crt (the cluster
+# CA Secret's key), DIR/user/{ca.crt,user.crt,user.key} (a tls KafkaUser's Secret) and
+# DIR/scram/password (a scram-sha-512 KafkaUser's Secret). Keys are unencrypted PKCS#8.
+kafka_pki() {
+  local d=$1
+  rm -rf "$d" && mkdir -p "$d/user" "$d/scram"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outbox-testbed-kafka-ca" \
+    -keyout "$d/ca.key" -out "$d/ca.crt"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kafka" -keyout "$d/broker.key" -out "$d/broker.csr"
+  openssl x509 -req -in "$d/broker.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 30 \
+    -extfile <(printf 'subjectAltName=IP:127.0.0.1,IP:%s\nextendedKeyUsage=serverAuth\n' "$POD_BRIDGE_IP") \
+    -out "$d/broker.crt"
+  cat "$d/broker.key" "$d/broker.crt" >"$d/broker.pem"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=outbox-relay" -keyout "$d/user/user.key" -out "$d/user.csr"
+  openssl x509 -req -in "$d/user.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 30 \
+    -extfile <(printf 'extendedKeyUsage=clientAuth\n') -out "$d/user/user.crt"
+  cp "$d/ca.crt" "$d/user/ca.crt"
+  python3 -c 'import secrets; print(secrets.token_hex(16), end="")' >"$d/scram/password"
+  chmod 600 "$d/ca.key" "$d/broker.key" "$d/broker.pem" "$d/user/user.key" "$d/scram/password"
 }
 
 # Proof that the broker serves: create a topic through the admin API.
@@ -411,7 +447,12 @@ write_env() {
       q OUTBOX_TEST_PG_PORT "$(cat "$s/pg/port")"
       q OUTBOX_TEST_PG_DSN "postgresql://outbox:$(cat "$s/pg/password")@127.0.0.1:$(cat "$s/pg/port")/outbox"
     fi
-    ! up kafka || q OUTBOX_TEST_KAFKA_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/port")"
+    if up kafka; then
+      q OUTBOX_TEST_KAFKA_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/port")"
+      q OUTBOX_TEST_KAFKA_TLS_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/tls_port")"
+      q OUTBOX_TEST_KAFKA_SCRAM_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/scram_port")"
+      q OUTBOX_TEST_KAFKA_PKI "$s/kafka/pki"
+    fi
     ! up kafka3 || q OUTBOX_TEST_KAFKA3_BOOTSTRAP "$(cat "$s/kafka3/bootstrap")"
     if up kube; then
       q OUTBOX_TEST_KUBE_SERVER "https://127.0.0.1:$(cat "$s/kube/port")"

@@ -65,6 +65,13 @@ void read_properties_dir(const std::string& dir, std::map<std::string, std::stri
   }
 }
 
+// A path given to librdkafka must name a readable file now, not at the first connection.
+void require_readable(const std::string& path, const std::string& flag) {
+  if (!std::ifstream(path)) {
+    throw std::invalid_argument(flag + ": cannot read " + path);
+  }
+}
+
 }  // namespace
 
 void PublishOptions::add_to(CLI::App& cmd) {
@@ -80,6 +87,16 @@ void PublishOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kafka-config-dir", kafka_config_dir,
                  "directory with one file per librdkafka property (a mounted Secret)")
       ->envname("OUTBOX_KAFKA_CONFIG_DIR");
+  cmd.add_option("--kafka-ca-file", kafka_ca_file,
+                 "CA certificate (PEM) the brokers' certificates must chain to; turns TLS on");
+  cmd.add_option("--kafka-cert-file", kafka_cert_file,
+                 "client certificate (PEM) for mutual TLS, e.g. a KafkaUser's user.crt");
+  cmd.add_option("--kafka-key-file", kafka_key_file, "its private key (PEM), e.g. user.key");
+  cmd.add_option("--kafka-sasl-mechanism", sasl_mechanism, "SASL mechanism")
+      ->check(CLI::IsMember({"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"}));
+  cmd.add_option("--kafka-sasl-username", sasl_username, "SASL user name");
+  cmd.add_option("--kafka-sasl-password-file", sasl_password_file,
+                 "file holding the SASL password, e.g. a KafkaUser Secret's password");
   cmd.add_option("--topic", topic, "default topic; {biz_type} is substituted")
       ->envname("OUTBOX_TOPIC")
       ->capture_default_str();
@@ -112,8 +129,54 @@ kafka::ProducerConfig PublishOptions::producer_config() const {
     auto [k, v] = split_pair(p, "--kafka-property");
     c.properties[k] = v;
   }
+  for (const auto& [k, v] : credential_properties()) {
+    auto it = c.properties.find(k);
+    if (it != c.properties.end() && it->second != v) {
+      throw std::invalid_argument("kafka property " + k +
+                                  " is set twice: by a credential option and by a property");
+    }
+    c.properties[k] = v;
+  }
   c.message_timeout = parse_duration(message_timeout);
   return c;
+}
+
+std::map<std::string, std::string> PublishOptions::credential_properties() const {
+  std::map<std::string, std::string> p;
+  if (kafka_cert_file.empty() != kafka_key_file.empty()) {
+    throw std::invalid_argument("--kafka-cert-file and --kafka-key-file go together");
+  }
+  const bool sasl = !sasl_mechanism.empty();
+  if (sasl != !sasl_username.empty() || sasl != !sasl_password_file.empty()) {
+    throw std::invalid_argument(
+        "--kafka-sasl-mechanism, --kafka-sasl-username and --kafka-sasl-password-file go "
+        "together");
+  }
+  const bool tls = !kafka_ca_file.empty() || !kafka_cert_file.empty();
+  if (!kafka_ca_file.empty()) {
+    require_readable(kafka_ca_file, "--kafka-ca-file");
+    p["ssl.ca.location"] = kafka_ca_file;
+  }
+  if (!kafka_cert_file.empty()) {
+    require_readable(kafka_cert_file, "--kafka-cert-file");
+    require_readable(kafka_key_file, "--kafka-key-file");
+    p["ssl.certificate.location"] = kafka_cert_file;
+    p["ssl.key.location"] = kafka_key_file;
+  }
+  if (sasl) {
+    p["sasl.mechanism"] = sasl_mechanism;
+    p["sasl.username"] = sasl_username;
+    p["sasl.password"] = read_secret_file(sasl_password_file);
+  }
+  if (tls || sasl) {
+    p["security.protocol"] = sasl ? (tls ? "SASL_SSL" : "SASL_PLAINTEXT") : "SSL";
+  }
+  if (tls) {
+    // librdkafka's defaults, stated so that a properties file cannot quietly turn them off.
+    p["enable.ssl.certificate.verification"] = "true";
+    p["ssl.endpoint.identification.algorithm"] = "https";
+  }
+  return p;
 }
 
 relay::PublishPolicy PublishOptions::policy() const {

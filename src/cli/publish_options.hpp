@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ struct PublishOptions {
   std::vector<std::string> kafka_properties;
   std::string kafka_properties_file;
   std::string kafka_config_dir;  // a Secret mounted as files: name = property, content = value
+  // Credentials in the shape Strimzi's Secrets hold them, each a mounted file: the cluster CA
+  // (ca.crt), a tls KafkaUser's user.crt and user.key, a SCRAM KafkaUser's password.
+  std::string kafka_ca_file;
+  std::string kafka_cert_file;
+  std::string kafka_key_file;
+  std::string sasl_mechanism;
+  std::string sasl_username;
+  std::string sasl_password_file;
   std::string topic = "outbox.{biz_type}";
   std::vector<std::string> routes;
   std::string on_sent = "mark";
@@ -31,6 +40,8 @@ struct PublishOptions {
   void add_to(CLI::App& cmd);
   // Throw std::invalid_argument with what to fix.
   kafka::ProducerConfig producer_config() const;
+  // The librdkafka properties the credential options stand for (TLS verified against the CA).
+  std::map<std::string, std::string> credential_properties() const;
   relay::PublishPolicy policy() const;
 };
 

@@ -120,6 +120,17 @@ std::string client_event_line(bool error_event, const std::string& facility,
   return line;
 }
 
+std::string scram_hint(const std::string& line, int librdkafka_version) {
+  constexpr int kFixed = 0x020601ff;  // 2.6.1
+  if (librdkafka_version >= kFixed || line.find("SASL authentication error") == std::string::npos ||
+      line.find("invalid credentials with SASL mechanism SCRAM") == std::string::npos) {
+    return {};
+  }
+  return " (if the password is right: librdkafka before 2.6.1, as this build links, cannot "
+         "complete SCRAM with Kafka 4.0 or later brokers; use mutual TLS, or a relay image "
+         "with a newer librdkafka)";
+}
+
 std::string topic_name_problem(const std::string& topic) {
   if (topic.empty()) {
     return "topic name is empty";
@@ -178,7 +189,7 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
     const std::string line =
         client_event_line(error, error ? std::string() : e.fac(), e.str(), broker_reached);
     if (!line.empty()) {
-      spdlog::warn("kafka: {}", line);
+      spdlog::warn("kafka: {}{}", line, scram_hint(line, RdKafka::version()));
     }
   }
 

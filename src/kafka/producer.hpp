@@ -108,6 +108,12 @@ std::string guarantee_problem(const std::map<std::string, std::string>& properti
 std::string client_event_line(bool error_event, const std::string& facility,
                               const std::string& text, bool broker_reached);
 
+// What to add to a SCRAM "invalid credentials" line when `librdkafka_version` (RdKafka::version())
+// is older than 2.6.1: those versions repeat the client's nonce in SCRAM's final message, which
+// Kafka 4.0 and later refuse (they check it strictly since CVE-2024-56128) even with the right
+// password. Empty otherwise.
+std::string scram_hint(const std::string& line, int librdkafka_version);
+
 // Returns an empty string when `topic` is a legal Kafka topic name, else why not.
 std::string topic_name_problem(const std::string& topic);
 

@@ -61,5 +61,75 @@ TEST(PublishOptions, AMissingKafkaConfigDirIsAClearError) {
   }
 }
 
+// A Secret mounted as files and a path into it, as the relay pod sees a KafkaUser's Secret.
+std::string file_in(const fs::path& dir, const std::string& key) {
+  return (dir / key).string();
+}
+
+TEST(PublishOptions, StrimziTlsUserCredentialsBecomeVerifiedMutualTls) {
+  const fs::path user =
+      mounted_secret({{"ca.crt", "CA"}, {"user.crt", "CRT"}, {"user.key", "KEY"}});
+  PublishOptions o;
+  o.brokers = "kafka:9093";
+  o.kafka_ca_file = file_in(user, "ca.crt");
+  o.kafka_cert_file = file_in(user, "user.crt");
+  o.kafka_key_file = file_in(user, "user.key");
+  const auto p = o.producer_config().properties;
+  EXPECT_EQ(p.at("security.protocol"), "SSL");
+  EXPECT_EQ(p.at("ssl.ca.location"), file_in(user, "ca.crt")) << "a path, never the PEM itself";
+  EXPECT_EQ(p.at("ssl.certificate.location"), file_in(user, "user.crt"));
+  EXPECT_EQ(p.at("ssl.key.location"), file_in(user, "user.key"));
+  EXPECT_EQ(p.at("enable.ssl.certificate.verification"), "true");
+  EXPECT_EQ(p.at("ssl.endpoint.identification.algorithm"), "https");
+  fs::remove_all(user);
+}
+
+TEST(PublishOptions, StrimziScramUserCredentialsBecomeSaslOverTls) {
+  // One directory per test: the cluster CA's Secret and the user's, mounted side by side.
+  const fs::path user = mounted_secret({{"password", "s3cret\n"}, {"ca.crt", "CA"}});
+  PublishOptions o;
+  o.kafka_ca_file = file_in(user, "ca.crt");
+  o.sasl_mechanism = "SCRAM-SHA-512";
+  o.sasl_username = "orders-relay";
+  o.sasl_password_file = file_in(user, "password");
+  const auto p = o.producer_config().properties;
+  EXPECT_EQ(p.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(p.at("sasl.mechanism"), "SCRAM-SHA-512");
+  EXPECT_EQ(p.at("sasl.username"), "orders-relay");
+  EXPECT_EQ(p.at("sasl.password"), "s3cret") << "read from the file, trailing newline dropped";
+  o.kafka_ca_file.clear();
+  EXPECT_EQ(o.producer_config().properties.at("security.protocol"), "SASL_PLAINTEXT");
+  fs::remove_all(user);
+}
+
+// Each refusal names what to fix.
+void expect_refused(const PublishOptions& o, const std::string& message) {
+  try {
+    o.producer_config();
+    FAIL() << "no error, expected: " << message;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
+TEST(PublishOptions, IncompleteOrConflictingCredentialsAreRefused) {
+  const fs::path user =
+      mounted_secret({{"ca.crt", "CA"}, {"user.crt", "CRT"}, {"user.key", "KEY"}});
+  PublishOptions o;
+  o.kafka_cert_file = file_in(user, "user.crt");
+  expect_refused(o, "--kafka-cert-file and --kafka-key-file go together");
+  o.kafka_key_file = file_in(user, "missing.key");
+  expect_refused(o, "--kafka-key-file: cannot read");
+  PublishOptions s;
+  s.sasl_mechanism = "SCRAM-SHA-512";
+  s.sasl_username = "orders-relay";
+  expect_refused(s, "--kafka-sasl-password-file go together");
+  PublishOptions c;
+  c.kafka_ca_file = file_in(user, "ca.crt");
+  c.kafka_properties = {"enable.ssl.certificate.verification=false"};
+  expect_refused(c, "enable.ssl.certificate.verification is set twice");
+  fs::remove_all(user);
+}
+
 }  // namespace
 }  // namespace outbox::cli

@@ -59,5 +59,14 @@ TEST(ProducerEvents, TheSecurityProtocolHintIsDroppedOnceABrokerAnswered) {
   EXPECT_EQ(client_event_line(true, "", stop, false), stop);
 }
 
+TEST(ProducerEvents, AScramRefusalNamesTheLibrdkafkaNonceBugOnlyWhereItApplies) {
+  const std::string refused =
+      "sasl_ssl://kafka:9093/bootstrap: SASL authentication error: Authentication failed during "
+      "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512";
+  EXPECT_NE(scram_hint(refused, 0x020002ff).find("before 2.6.1"), std::string::npos);
+  EXPECT_EQ(scram_hint(refused, 0x020601ff), "") << "fixed from 2.6.1 on";
+  EXPECT_EQ(scram_hint("kafka:9092/1: Connect failed", 0x020002ff), "");
+}
+
 }  // namespace
 }  // namespace outbox::kafka
