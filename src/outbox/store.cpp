@@ -9,9 +9,8 @@ const std::string kSent = sql(EventStatus::kSent);
 const std::string kFailed = sql(EventStatus::kFailed);
 }  // namespace
 
-OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
-    : conn_(conn), table_(std::move(table)) {
-  const std::string q = table_.quoted();
+ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table) : conn_(conn) {
+  const std::string q = table.quoted();
   // blocked: the earliest retrying event of each key, due or not; computed once
   // per claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
   // re-probing it per candidate row). Every later event of such a key waits: while
@@ -30,6 +29,11 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
                " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
                "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
+}
+
+OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
+    : conn_(conn), table_(std::move(table)), claims_(conn, table_) {
+  const std::string q = table_.quoted();
   mark_sql_ = "UPDATE " + q + " SET status = " + kSent +
               ", sent_at = now(), updated_at = now(), last_error = NULL "
               "WHERE id = ANY($1::bigint[]) AND status = " +
@@ -52,8 +56,8 @@ void OutboxStore::forget_dead_waiters() {
           " WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)");
 }
 
-std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,
-                                                  const std::vector<std::int64_t>& exclude_ids) {
+std::vector<OutboxEvent> ClaimQueries::claim_batch(const std::vector<int>& shards, int limit,
+                                                   const std::vector<std::int64_t>& exclude_ids) {
   std::vector<OutboxEvent> events;
   if (shards.empty() || limit <= 0) {
     return events;
