@@ -161,10 +161,10 @@ RelayRate run_relay_e2e(const Options& o, const std::string& id, int round) {
   metrics::Registry registry;
   metrics::Counter& published =
       registry.counter("outbox_events_published_total", "", {{"table", t.name().plain()}});
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   const auto start = Clock::now();
   auto relay = std::make_unique<relay::Relay>(c, registry);
-  std::thread thread([&] { relay->run(stop); });
+  std::thread thread([&] { relay->run(stop.get_token()); });
   const auto deadline = start + std::chrono::minutes(10);
   // The counter grows after mark_sent returned: the rows are status = 1 by then.
   double first_batch = NAN;  // start-up: until the first batch is marked
@@ -175,7 +175,7 @@ RelayRate run_relay_e2e(const Options& o, const std::string& id, int round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double secs = seconds_since(start);
-  stop = true;
+  stop.request_stop();
   thread.join();
   relay.reset();
   const long long left = t.count("status <> 1");

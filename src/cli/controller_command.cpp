@@ -8,6 +8,7 @@
 #include "cli/app.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
+#include "common/identity.hpp"
 #include "common/stop.hpp"
 #include "controller/controller.hpp"
 #include "http/health_server.hpp"
@@ -49,12 +50,6 @@ std::vector<std::string> split_list(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string default_identity() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return std::string(host) + "_" + std::to_string(::getpid());
 }
 
 }  // namespace
@@ -133,7 +128,7 @@ Action add_controller_command(CLI::App& app) {
     options.secret_retry = parse_duration(f->secret_recheck);
     options.not_ready_recheck = parse_duration(f->not_ready_recheck);
     options.resync_period = parse_duration(f->resync_period);
-    options.identity = f->identity.empty() ? default_identity() : f->identity;
+    options.identity = f->identity.empty() ? process_identity() : f->identity;
     if (f->leader_elect) {
       if (f->lease_namespace.empty()) {
         throw std::invalid_argument("--leader-elect needs --lease-namespace or POD_NAMESPACE");
@@ -172,14 +167,7 @@ Action add_controller_command(CLI::App& app) {
                  options.identity, f->http_address, server.port(),
                  options.namespaces.empty() ? "all namespaces" : f->namespaces);
 
-    const auto& stop_flag = install_stop_signals();
-    std::stop_source stop;
-    std::jthread bridge([&stop_flag, &stop](std::stop_token own) {
-      while (!stop_flag && sleep_unless_stopped(own, std::chrono::milliseconds(100))) {
-      }
-      stop.request_stop();
-    });
-    bool kept = controller.run(stop.get_token());
+    bool kept = controller.run(install_stop_signals());
     if (!kept) {
       spdlog::error("lost leadership; exiting so that a fresh process can stand for election");
       return 1;

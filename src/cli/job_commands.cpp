@@ -10,9 +10,9 @@
 #include "cli/publish_options.hpp"
 #include "common/duration.hpp"
 #include "controller/job_status.hpp"
-#include "controller/status_reporter.hpp"
 #include "outbox/retention.hpp"
 #include "relay/compensator.hpp"
+#include "relay/status_reporter.hpp"
 
 namespace outbox::cli {
 namespace {
@@ -28,7 +28,7 @@ struct StatusTarget {
                        " this run writes when it ends")
         ->check([](const std::string& text) {
           try {
-            controller::StatusReporter::parse_target(text);
+            relay::StatusReporter::parse_target(text);
             return std::string();
           } catch (const std::invalid_argument& e) {
             return std::string(e.what());
@@ -42,7 +42,7 @@ struct StatusTarget {
     if (target.empty()) {
       return;
     }
-    auto [ns, name] = controller::StatusReporter::parse_target(target);
+    auto [ns, name] = relay::StatusReporter::parse_target(target);
     controller::report_job_run(kubeconfig, ns, name, run);
   }
 };

@@ -1,10 +1,12 @@
 #pragma once
 
-#include <atomic>
+#include <stop_token>
 
 namespace outbox::cli {
 
-// Set by SIGTERM or SIGINT; long-running commands poll it and shut down cleanly.
-const std::atomic<bool>& install_stop_signals();
+// A token that SIGTERM or SIGINT stops; long-running commands pass it down and shut
+// down cleanly. Installs the handlers on the first call; every call returns a token
+// of the same source.
+std::stop_token install_stop_signals();
 
 }  // namespace outbox::cli

@@ -6,6 +6,9 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "common/duration.hpp"
+#include "relay/defaults.hpp"
+
 namespace outbox::controller {
 namespace {
 
@@ -251,9 +254,16 @@ std::vector<std::string> relay_args(const Json& relay) {
   for (auto& a : publish_args(relay)) {
     args.push_back(std::move(a));
   }
-  args.push_back("--batch-size=" + std::to_string(value_at<int>(spec, "/relay/batchSize", 500)));
-  args.push_back(flag("poll-interval", value_at<std::string>(spec, "/relay/pollInterval", "2s")));
-  args.push_back(flag("stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter", "10m")));
+  args.push_back(
+      "--batch-size=" +
+      std::to_string(value_at<int>(spec, "/relay/batchSize", outbox::relay::defaults::kBatchSize)));
+  args.push_back(
+      flag("poll-interval",
+           value_at<std::string>(spec, "/relay/pollInterval",
+                                 format_duration(outbox::relay::defaults::kPollInterval))));
+  args.push_back(flag(
+      "stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter",
+                                           format_duration(outbox::relay::defaults::kStuckAfter))));
   args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
   args.push_back(report_status_arg(relay));
   return args;

@@ -5,10 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outbox/event_status.hpp"
 #include "outbox/store.hpp"
 
 namespace outbox {
 namespace {
+
+const std::string kPending = sql(EventStatus::kPending);
+const std::string kSent = sql(EventStatus::kSent);
+const std::string kFailed = sql(EventStatus::kFailed);
 
 std::string ts(const std::string& column) {
   return "to_char(" + column + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
@@ -25,7 +30,7 @@ const char* kSelectionWhere =
     " AND (NULLIF($7, '') IS NULL OR id <= NULLIF($7, '')::bigint)";
 
 ChangeReport change(pqxx::connection& conn, const TableName& table, const Selection& s,
-                    bool dry_run, int from_status, const std::string& set_clause) {
+                    bool dry_run, EventStatus from_status, const std::string& set_clause) {
   s.validate();
   pqxx::work tx(conn);
   for (const auto& t : {s.created_from, s.created_to}) {
@@ -47,10 +52,10 @@ ChangeReport change(pqxx::connection& conn, const TableName& table, const Select
       dry_run
           ? "SELECT event_id::text FROM " + table.quoted() + where + " ORDER BY id"
           : "UPDATE " + table.quoted() + " SET " + set_clause + where + " RETURNING event_id::text";
-  auto rows =
-      tx.exec_params(sql, from_status, ids, s.biz_type.value_or(""), s.created_from.value_or(""),
-                     s.created_to.value_or(""), s.id_from ? std::to_string(*s.id_from) : "",
-                     s.id_to ? std::to_string(*s.id_to) : "");
+  auto rows = tx.exec_params(sql, static_cast<int>(from_status), ids, s.biz_type.value_or(""),
+                             s.created_from.value_or(""), s.created_to.value_or(""),
+                             s.id_from ? std::to_string(*s.id_from) : "",
+                             s.id_to ? std::to_string(*s.id_to) : "");
   ChangeReport report;
   report.dry_run = dry_run;
   for (const auto& r : rows) {
@@ -84,15 +89,17 @@ void Selection::validate() const {
 
 ChangeReport requeue_failed(pqxx::connection& conn, const TableName& table, const Selection& s,
                             bool dry_run) {
-  return change(conn, table, s, dry_run, 2,
-                "status = 0, retry_count = 0, next_retry_time = now(), updated_at = now()");
+  return change(
+      conn, table, s, dry_run, EventStatus::kFailed,
+      "status = " + kPending + ", retry_count = 0, next_retry_time = now(), updated_at = now()");
 }
 
 ChangeReport replay_sent(pqxx::connection& conn, const TableName& table, const Selection& s,
                          bool dry_run) {
-  return change(conn, table, s, dry_run, 1,
-                "status = 0, retry_count = 0, next_retry_time = now(), sent_at = NULL, "
-                "updated_at = now()");
+  return change(conn, table, s, dry_run, EventStatus::kSent,
+                "status = " + kPending +
+                    ", retry_count = 0, next_retry_time = now(), sent_at = NULL, "
+                    "updated_at = now()");
 }
 
 std::string ChangeReport::text(const std::string& verb, const std::string& verb_past) const {
@@ -113,39 +120,41 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
   pqxx::work tx(conn);  // one snapshot for every figure
   Inspection in;
   auto c = tx.exec(
-      "SELECT count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 1), "
-      "count(*) FILTER (WHERE status = 2), COALESCE(EXTRACT(EPOCH FROM now() - "
-      "min(created_at) FILTER (WHERE status = 0)), 0) FROM " +
-      q);
+      "SELECT count(*) FILTER (WHERE status = " + kPending + "), count(*) FILTER (WHERE status = " +
+      kSent + "), count(*) FILTER (WHERE status = " + kFailed +
+      "), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE status = " + kPending +
+      ")), 0) FROM " + q);
   in.pending = c[0][0].as<std::int64_t>();
   in.sent = c[0][1].as<std::int64_t>();
   in.failed = c[0][2].as<std::int64_t>();
   in.oldest_pending_seconds = c[0][3].as<double>();
-  for (
-      const auto& r : tx.exec_params(
-          "SELECT biz_type, count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 2) "
-          "FROM " +
-              q +
-              " WHERE status IN (0, 2) GROUP BY biz_type ORDER BY count(*) DESC, biz_type LIMIT $1",
-          top)) {
+  for (const auto& r :
+       tx.exec_params("SELECT biz_type, count(*) FILTER (WHERE status = " + kPending +
+                          "), count(*) FILTER (WHERE status = " + kFailed + ") FROM " + q +
+                          " WHERE status IN (" + kPending + ", " + kFailed +
+                          ") GROUP BY biz_type ORDER BY count(*) DESC, biz_type LIMIT $1",
+                      top)) {
     in.worst_biz_types.push_back(
         {r[0].as<std::string>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>()});
   }
   for (const auto& r : tx.exec_params("SELECT event_id::text, biz_type, biz_id, last_error, " +
                                           ts("updated_at") + ", retry_count FROM " + q +
-                                          " WHERE status IN (0, 2) AND last_error IS NOT NULL "
+                                          " WHERE status IN (" + kPending + ", " + kFailed +
+                                          ") AND last_error IS NOT NULL "
                                           "ORDER BY updated_at DESC LIMIT $1",
                                       top)) {
     in.last_errors.push_back({r[0].as<std::string>(), r[1].as<std::string>(),
                               r[2].as<std::string>(), r[3].as<std::string>(),
                               r[4].as<std::string>(), r[5].as<int>()});
   }
-  for (const auto& r : tx.exec_params(
-           "SELECT h.biz_id, " + ts("h.next_retry_time") + ", (SELECT count(*) FROM " + q +
-               " e WHERE e.status = 0 AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + q +
-               " h WHERE h.status = 0 AND h.retry_count > 0 "
-               "ORDER BY h.next_retry_time DESC LIMIT $1",
-           top)) {
+  for (const auto& r :
+       tx.exec_params("SELECT h.biz_id, " + ts("h.next_retry_time") + ", (SELECT count(*) FROM " +
+                          q + " e WHERE e.status = " + kPending +
+                          " AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + q +
+                          " h WHERE h.status = " + kPending +
+                          " AND h.retry_count > 0 "
+                          "ORDER BY h.next_retry_time DESC LIMIT $1",
+                      top)) {
     in.blocked_keys.push_back(
         {r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
   }

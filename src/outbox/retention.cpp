@@ -1,5 +1,7 @@
 #include "outbox/retention.hpp"
 
+#include "outbox/event_status.hpp"
+
 #include <thread>
 
 namespace outbox {
@@ -20,8 +22,8 @@ RetentionReport run_retention(pqxx::connection& conn, const TableName& table,
                  table.quoted() + ")");
   }
   const std::string doomed =
-      "SELECT id FROM " + table.quoted() +
-      " WHERE status = 1 AND created_at < now() - $1 * interval '1 second' ORDER BY created_at "
+      "SELECT id FROM " + table.quoted() + " WHERE status = " + sql(EventStatus::kSent) +
+      " AND created_at < now() - $1 * interval '1 second' ORDER BY created_at "
       "LIMIT $2 FOR UPDATE SKIP LOCKED";
   const std::string sql = config.archive
                               ? "WITH moved AS (DELETE FROM " + table.quoted() + " WHERE id IN (" +

@@ -20,6 +20,9 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
   const std::string q = t.quoted();
   const std::string n = std::to_string(shard_count);
   const std::string idx = "\"" + t.table();
+  const std::string pending = sql(EventStatus::kPending);
+  const std::string sent = sql(EventStatus::kSent);
+  const std::string failed = sql(EventStatus::kFailed);
   return {
       "CREATE TABLE IF NOT EXISTS " + q +
           " ("
@@ -30,7 +33,9 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
           "biz_id text NOT NULL,"
           // jsonb: validated on insert, and bench/ shows the insert cost is close to json.
           "payload jsonb NOT NULL,"
-          "status smallint NOT NULL DEFAULT 0 CHECK (status IN (0, 1, 2)),"
+          "status smallint NOT NULL DEFAULT " +
+          pending + " CHECK (status IN (" + pending + ", " + sent + ", " + failed +
+          ")),"
           "retry_count integer NOT NULL DEFAULT 0,"
           "next_retry_time timestamptz NOT NULL DEFAULT now(),"
           "last_error text,"
@@ -42,17 +47,19 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
           "shard integer GENERATED ALWAYS AS ((hashtext(biz_id) & 2147483647) % " +
           n + ") STORED)",
       // Claims scan pending rows only: the index stays small however many sent rows remain.
-      "CREATE INDEX IF NOT EXISTS " + idx + "_pending\" ON " + q + " (id) WHERE status = 0",
+      "CREATE INDEX IF NOT EXISTS " + idx + "_pending\" ON " + q +
+          " (id) WHERE status = " + pending,
       // Vacuum by churn, not by table size: a 10M-row table would otherwise wait for
       // 2M dead tuples while claims step over dead entries of the pending index.
       "ALTER TABLE " + q +
           " SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000)",
       // Head-of-line check: an earlier event of the same key waiting for its retry.
       "CREATE INDEX IF NOT EXISTS " + idx + "_retrying\" ON " + q +
-          " (biz_id, id) WHERE status = 0 AND retry_count > 0",
+          " (biz_id, id) WHERE status = " + pending + " AND retry_count > 0",
       // Retention walks sent rows by age; the monitor counts FAILED rows.
-      "CREATE INDEX IF NOT EXISTS " + idx + "_sent\" ON " + q + " (created_at) WHERE status = 1",
-      "CREATE INDEX IF NOT EXISTS " + idx + "_failed\" ON " + q + " (id) WHERE status = 2",
+      "CREATE INDEX IF NOT EXISTS " + idx + "_sent\" ON " + q +
+          " (created_at) WHERE status = " + sent,
+      "CREATE INDEX IF NOT EXISTS " + idx + "_failed\" ON " + q + " (id) WHERE status = " + failed,
       // One NOTIFY per inserting statement wakes the relays at once.
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_notify") +
           "() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM pg_notify('" +

@@ -5,12 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "outbox/event_status.hpp"
 #include "outbox/table.hpp"
 
 namespace outbox {
-
-// Event status values stored in the status column (seed §2.1).
-enum class EventStatus : int { kPending = 0, kSent = 1, kFailed = 2 };
 
 // Number of key-hash shards when migrate is not told otherwise. Fixed at table
 // creation: the shard is a stored generated column.

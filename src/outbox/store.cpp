@@ -1,10 +1,16 @@
 #include "outbox/store.hpp"
 
-namespace outbox {
+#include "outbox/event_status.hpp"
 
-OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
-    : conn_(conn), table_(std::move(table)) {
-  const std::string q = table_.quoted();
+namespace outbox {
+namespace {
+const std::string kPending = sql(EventStatus::kPending);
+const std::string kSent = sql(EventStatus::kSent);
+const std::string kFailed = sql(EventStatus::kFailed);
+}  // namespace
+
+ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table) : conn_(conn) {
+  const std::string q = table.quoted();
   // blocked: the earliest retrying event of each key, due or not; computed once
   // per claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
   // re-probing it per candidate row). Every later event of such a key waits: while
@@ -14,18 +20,25 @@ OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
   // its key's later events are claimed once it is marked sent or FAILED. e: candidates in id order
   // from the "_pending" index, which stays small however many sent rows the table holds.
   claim_sql_ = "WITH blocked AS MATERIALIZED (SELECT biz_id, min(id) AS head FROM " + q +
-               " WHERE status = 0 AND retry_count > 0 GROUP BY biz_id) "
+               " WHERE status = " + kPending +
+               " AND retry_count > 0 GROUP BY biz_id) "
                "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
                "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
                "e.retry_count, e.shard FROM " +
-               q +
-               " e WHERE e.status = 0 AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
+               q + " e WHERE e.status = " + kPending +
+               " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
                "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
-  mark_sql_ = "UPDATE " + q +
-              " SET status = 1, sent_at = now(), updated_at = now(), last_error = NULL "
-              "WHERE id = ANY($1::bigint[]) AND status = 0";
-  delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = 0";
+}
+
+OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
+    : conn_(conn), table_(std::move(table)), claims_(conn, table_) {
+  const std::string q = table_.quoted();
+  mark_sql_ = "UPDATE " + q + " SET status = " + kSent +
+              ", sent_at = now(), updated_at = now(), last_error = NULL "
+              "WHERE id = ANY($1::bigint[]) AND status = " +
+              kPending;
+  delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = " + kPending;
   const std::string waiting = table_.quoted_with_suffix("_waiting");
   wait_sql_ = "INSERT INTO " + waiting +
               " (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO UPDATE SET since = now()";
@@ -43,8 +56,8 @@ void OutboxStore::forget_dead_waiters() {
           " WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)");
 }
 
-std::vector<OutboxEvent> OutboxStore::claim_batch(const std::vector<int>& shards, int limit,
-                                                  const std::vector<std::int64_t>& exclude_ids) {
+std::vector<OutboxEvent> ClaimQueries::claim_batch(const std::vector<int>& shards, int limit,
+                                                   const std::vector<std::int64_t>& exclude_ids) {
   std::vector<OutboxEvent> events;
   if (shards.empty() || limit <= 0) {
     return events;
@@ -93,11 +106,14 @@ void OutboxStore::record_failures(const std::vector<RetryDecision>& decisions) {
   pqxx::nontransaction tx(conn_);
   tx.exec_params("UPDATE " + table_.quoted() +
                      " AS t SET retry_count = t.retry_count + 1, "
-                     "status = CASE WHEN d.failed = 1 THEN 2 ELSE 0 END, "
+                     "status = CASE WHEN d.failed = 1 THEN " +
+                     kFailed + " ELSE " + kPending +
+                     " END, "
                      "next_retry_time = now() + d.delay_ms * interval '1 millisecond', "
                      "last_error = d.error, updated_at = now() "
                      "FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[]) "
-                     "AS d(id, delay_ms, failed, error) WHERE t.id = d.id AND t.status = 0",
+                     "AS d(id, delay_ms, failed, error) WHERE t.id = d.id AND t.status = " +
+                     kPending,
                  pg_int_array(ids), pg_int_array(delays_ms), pg_int_array(failed),
                  pg_text_array(errors));
 }
@@ -107,16 +123,17 @@ Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
   // Pending rows are few (partial index); FAILED rows are counted through the
   // "_failed" partial index. Ages use the database clock, not the relay's.
   auto r = tx.exec_params(
-      "SELECT count(*) FILTER (WHERE status = 0), count(*) FILTER (WHERE status = 0 AND "
-      "created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() - "
-      "min(created_at) FILTER (WHERE status = 0)), 0) FROM " +
-          table_.quoted() + " WHERE status = 0",
+      "SELECT count(*) FILTER (WHERE status = " + kPending +
+          "), count(*) FILTER (WHERE status = " + kPending +
+          " AND created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() "
+          "- min(created_at) FILTER (WHERE status = " +
+          kPending + ")), 0) FROM " + table_.quoted() + " WHERE status = " + kPending,
       static_cast<std::int64_t>(stuck_after.count()));
   Backlog b;
   b.pending = r[0][0].as<std::int64_t>();
   b.stuck = r[0][1].as<std::int64_t>();
   b.oldest_pending_seconds = r[0][2].as<double>();
-  auto f = tx.exec("SELECT count(*) FROM " + table_.quoted() + " WHERE status = 2");
+  auto f = tx.exec("SELECT count(*) FROM " + table_.quoted() + " WHERE status = " + kFailed);
   b.failed = f[0][0].as<std::int64_t>();
   return b;
 }

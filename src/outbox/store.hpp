@@ -45,14 +45,13 @@ struct TableHealth {
   double seconds_since_vacuum = -1;       // -1: never vacuumed since statistics reset
 };
 
-// The SQL side of the relay: claim, mark, reschedule. All statements run outside
-// explicit transactions (autocommit), so no transaction ever spans a Kafka call.
-// Call it on the session that holds the shard locks: the locks die with that
-// session, so a write-back that succeeds proves the shards were still owned
-// (the fencing check).
-class OutboxStore {
+// The claim, and nothing else. A claim only reads, so it may run on a session that
+// holds no shard lock: the relay's claim session, whose claims overlap the
+// write-back on the lock session. Every write stays with OutboxStore on the lock
+// session; the caller must own the shards it names.
+class ClaimQueries {
  public:
-  OutboxStore(pqxx::connection& conn, TableName table);
+  ClaimQueries(pqxx::connection& conn, const TableName& table);
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
   // event whose key has an earlier pending event that already failed once, due
@@ -61,6 +60,27 @@ class OutboxStore {
   // batch still in flight.
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids = {});
+
+ private:
+  pqxx::connection& conn_;
+  std::string claim_sql_;
+};
+
+// The SQL side of the relay: mark, reschedule, measure (and claim, for callers with
+// a single session). All statements run outside explicit transactions (autocommit),
+// so no transaction ever spans a Kafka call. Call it on the session that holds the
+// shard locks: the locks die with that session, so a write-back that succeeds
+// proves the shards were still owned (the fencing check).
+class OutboxStore {
+ public:
+  OutboxStore(pqxx::connection& conn, TableName table);
+
+  // The claim on this session (ClaimQueries::claim_batch).
+  std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
+                                       const std::vector<std::int64_t>& exclude_ids = {}) {
+    return claims_.claim_batch(shards, limit, exclude_ids);
+  }
+  ClaimQueries& claims() { return claims_; }
 
   // Marks delivered events sent (or deletes them) in one statement. Returns rows changed.
   std::int64_t mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows);
@@ -88,7 +108,7 @@ class OutboxStore {
  private:
   pqxx::connection& conn_;
   TableName table_;
-  std::string claim_sql_;
+  ClaimQueries claims_;
   std::string mark_sql_;
   std::string delete_sql_;
   std::string wait_sql_;

@@ -1,7 +1,5 @@
 #include "relay/relay.hpp"
 
-#include <unistd.h>
-
 #include <future>
 #include <pqxx/pqxx>
 #include <set>
@@ -9,7 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/identity.hpp"
 #include "common/log.hpp"
+#include "common/stop.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
@@ -25,16 +25,6 @@ long long now_ms() {
 }
 
 }  // namespace
-
-// Wakes the relay when the insert trigger signals new rows. It listens for the
-// whole session, so a NOTIFY sent while a batch is in flight is not lost.
-class Relay::WakeUp : public pqxx::notification_receiver {
- public:
-  WakeUp(pqxx::connection_base& c, const std::string& channel)
-      : pqxx::notification_receiver(c, channel) {}
-  void operator()(const std::string&, int) override { woken = true; }
-  bool woken = false;
-};
 
 RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
     : published(r.counter("outbox_events_published_total",
@@ -94,9 +84,7 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
     throw std::invalid_argument("max attempts must be at least 1");
   }
   if (config_.identity.empty()) {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    config_.identity = std::string(host) + "/" + std::to_string(::getpid());
+    config_.identity = process_identity();
   }
   try {
     producer_.emplace(config_.kafka);
@@ -110,13 +98,18 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
 Relay::~Relay() = default;
 
 std::string Relay::problem() const {
-  std::lock_guard lock(problem_mu_);
+  std::lock_guard lock(mu_);
   return problem_;
+}
+
+std::optional<Backlog> Relay::backlog() const {
+  std::lock_guard lock(mu_);
+  return backlog_;
 }
 
 // Logs a problem once when it appears or changes, and once when it clears.
 void Relay::set_problem(const std::string& problem) {
-  std::lock_guard lock(problem_mu_);
+  std::lock_guard lock(mu_);
   if (problem == problem_) {
     return;
   }
@@ -132,67 +125,29 @@ std::chrono::milliseconds Relay::since_last_beat() const {
   return std::chrono::milliseconds(now_ms() - last_beat_ms_.load());
 }
 
-void Relay::connect() {
-  conn_ = std::make_unique<pqxx::connection>(config_.dsn);
-  TableInfo info = inspect_table(*conn_, table_);
-  shards_ = std::make_unique<ShardOwnership>(*conn_, table_, info.shard_count);
-  store_ = std::make_unique<OutboxStore>(*conn_, table_);
-  claim_conn_ = std::make_unique<pqxx::connection>(config_.dsn);
-  claim_store_ = std::make_unique<OutboxStore>(*claim_conn_, table_);
-  wake_ = std::make_unique<WakeUp>(*conn_, table_.notify_channel());
-  // A killed relay leaves its entry in <table>_waiting, and every insert would
-  // notify until someone clears it.
-  store_->forget_dead_waiters();
-  shards_->join();
-  next_rebalance_ = Clock::now();
-  next_backlog_ = Clock::now();
-  metrics_.database_up.set(1);
-  ready_ = true;
-  spdlog::info("relay {} connected to {} ({}), member slot {}, {} shards", config_.identity,
-               redact_dsn(config_.dsn), table_.plain(), shards_->member_slot(), info.shard_count);
+void Relay::beat() {
+  last_beat_ms_ = now_ms();
 }
 
-void Relay::disconnect() {
-  ready_ = false;
-  metrics_.database_up.set(0);
-  metrics_.shards_owned.set(0);
-  // A batch in flight can no longer be written back on this session; its events
-  // stay pending and are published again (at least once).
-  publisher_->abandon();
-  settled_.reset();
-  claim_store_.reset();
-  claim_conn_.reset();
-  store_.reset();
-  shards_.reset();
-  wake_.reset();
-  conn_.reset();  // closing the session releases every advisory lock it held
-}
-
-void Relay::run(const std::atomic<bool>& stop) {
+// The loop: one Session per database session; pump() until stopped, then drain().
+// An outage ends the session (closing it releases every shard) and the next one
+// starts after a backoff.
+void Relay::run(std::stop_token stop) {
   if (!config_problem_.empty()) {
-    // Nothing can be published with these properties, and they are read only at
-    // start. Staying up and not ready keeps the reason on /readyz (and so in the
-    // resource's status) until the Secret is fixed and the pod restarted.
-    spdlog::error("{} (then restart the relay); not ready until then", config_problem_);
-    {
-      std::lock_guard lock(problem_mu_);
-      problem_ = config_problem_;
-    }
-    while (!stop) {
-      last_beat_ms_ = now_ms();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    stay_not_ready(stop);
     return;
   }
-  std::chrono::milliseconds backoff{500};
-  while (!stop) {
+  constexpr std::chrono::milliseconds kFirstBackoff{500};
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  while (!stop.stop_requested()) {
     try {
-      if (!conn_) {
-        connect();
-        backoff = std::chrono::milliseconds{500};
-        set_problem({});
-      }
-      step(stop);
+      Session session(config_.dsn, table_);
+      went_online(session);
+      backoff = kFirstBackoff;
+      set_problem({});
+      Pipeline pipeline;
+      pump(session, pipeline, stop);
+      drain(session, pipeline, stop);
     } catch (const pqxx::broken_connection& e) {
       set_problem("database unreachable (" + redact_dsn(config_.dsn) +
                   "): " + connection_failure(config_.dsn, e.what()));
@@ -203,166 +158,198 @@ void Relay::run(const std::atomic<bool>& stop) {
     } catch (const pqxx::sql_error& e) {
       set_problem(std::string("database error: ") + e.what());
     }
+    went_offline();
     if (!problem().empty()) {
-      disconnect();
-      for (auto until = Clock::now() + backoff; Clock::now() < until && !stop;) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      sleep_unless_stopped(stop, backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds{10'000});
     }
-    last_beat_ms_ = now_ms();
+    beat();
   }
-  // Graceful shutdown: write back the batch in flight (claiming nothing more),
-  // flush, then hand the shards back at once.
+  // After a drain this finds nothing left; after an outage it gives the abandoned
+  // batch's messages their chance to go out.
+  producer_->flush(std::chrono::seconds(10));
+  spdlog::info("relay {} stopped", config_.identity);
+}
+
+// Nothing can be published with these properties, and they are read only at
+// start. Staying up and not ready keeps the reason on /readyz (and so in the
+// resource's status) until the Secret is fixed and the pod restarted.
+void Relay::stay_not_ready(std::stop_token stop) {
+  spdlog::error("{} (then restart the relay); not ready until then", config_problem_);
+  {
+    std::lock_guard lock(mu_);
+    problem_ = config_problem_;
+  }
+  do {
+    beat();
+  } while (sleep_unless_stopped(stop, std::chrono::milliseconds(50)));
+}
+
+void Relay::went_online(Session& s) {
+  metrics_.database_up.set(1);
+  ready_ = true;
+  spdlog::info("relay {} connected to {} ({}), member slot {}, {} shards", config_.identity,
+               redact_dsn(config_.dsn), table_.plain(), s.shards().member_slot(), s.shard_count());
+}
+
+// The session is gone: a batch in flight can no longer be written back on it; its
+// events stay pending and are published again (at least once).
+void Relay::went_offline() {
+  ready_ = false;
+  metrics_.database_up.set(0);
+  metrics_.shards_owned.set(0);
+  publisher_->abandon();
+  std::lock_guard lock(mu_);
+  backlog_.reset();
+}
+
+// Turns until `stop`: each turn claims at most once (claim_beside_write_back) and
+// sends at most one batch.
+void Relay::pump(Session& s, Pipeline& p, std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    turn(s, p, stop);
+    beat();
+  }
+}
+
+// Graceful shutdown: write back the batch in flight (claiming nothing more),
+// flush, then hand the shards back at once.
+void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
   try {
-    while (conn_ && (publisher_->in_flight() || settled_)) {
-      advance_pipeline(stop);
+    while (publisher_->in_flight() || p.settled) {
+      turn(s, p, stop);
     }
   } catch (const std::exception& e) {
     spdlog::warn("writing back the last batches: {}", e.what());
   }
   producer_->flush(std::chrono::seconds(10));
-  if (shards_) {
-    try {
-      shards_->release_all();
-    } catch (const std::exception& e) {
-      spdlog::warn("releasing shards: {}", e.what());
-    }
+  try {
+    s.shards().release_all();
+  } catch (const std::exception& e) {
+    spdlog::warn("releasing shards: {}", e.what());
   }
-  disconnect();
-  spdlog::info("relay {} stopped", config_.identity);
 }
 
-// One turn of the loop. With a batch in flight, advance the pipeline; otherwise
-// keep the shard share fresh, then claim and send.
-void Relay::step(const std::atomic<bool>& stop) {
-  if (publisher_->in_flight() || settled_) {
-    advance_pipeline(stop);
-    return;
-  }
-  const auto now = Clock::now();
-  if (now >= next_rebalance_) {
-    if (shards_->rebalance()) {
-      spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
-                   shards_->owned().size(), shards_->shard_count(), shards_->live_members());
-    }
-    metrics_.shards_owned.set(static_cast<double>(shards_->owned().size()));
-    metrics_.members.set(shards_->live_members());
-    next_rebalance_ = now + config_.rebalance_interval;
-  }
-  maybe_measure_backlog();
-
-  if (now < kafka_paused_until_) {
-    wake_->woken = false;  // new rows don't end a pause; only the pause's end does
-    wait_for_work(stop,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - now));
-    if (!stop && Clock::now() >= kafka_paused_until_ && producer_->probe(std::chrono::seconds(2))) {
-      spdlog::info("kafka reachable again; resuming");
-      kafka_paused_until_ = {};
-      kafka_pause_ = {};
-      metrics_.kafka_up.set(1);
-    } else if (!stop && Clock::now() >= kafka_paused_until_) {
-      kafka_pause_ = std::min(kafka_pause_ * 2, std::chrono::milliseconds{30'000});
-      kafka_paused_until_ = Clock::now() + kafka_pause_;
-    }
-    return;
-  }
-
-  wake_->woken = false;  // a NOTIFY from now on means rows this claim may not see
-  std::vector<OutboxEvent> batch = store_->claim_batch(shards_->owned(), config_.batch_size);
-  if (batch.empty()) {
-    idle(stop);
-    return;
-  }
-  send_batch(std::move(batch), now);
-}
-
-// Nothing to claim: sleep until a NOTIFY, the poll interval, or `stop`. The insert
-// trigger notifies only while some relay waits, so the relay first says it waits.
-// A writer whose trigger ran just before that was visible sent no NOTIFY, but its
-// commit follows within moments: so look once more after a short wait, then sleep.
-void Relay::idle(const std::atomic<bool>& stop) {
-  constexpr std::chrono::milliseconds kCommitRace{50};
-  store_->set_waiting(true);
-  wait_for_work(stop, std::min(config_.poll_interval, kCommitRace));
-  if (!stop && !wake_->woken) {
-    const auto now = Clock::now();
-    std::vector<OutboxEvent> batch = store_->claim_batch(shards_->owned(), config_.batch_size);
-    if (!batch.empty()) {
-      store_->set_waiting(false);
-      send_batch(std::move(batch), now);
+// One turn. Between batches: keep the shard share and the backlog fresh, and
+// respect a Kafka pause. Then claim the next batch, overlapping the write-back of
+// the settled one; then either settle the batch in flight and send the next, or,
+// with nothing in flight, send what was claimed or wait for work.
+//
+// Rebalancing may release shards, so it waits until nothing is in flight: a shard
+// is never handed over with its events still on the way. For the same reason a
+// batch in flight stops further claims once a rebalance is due.
+void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
+  const bool busy = publisher_->in_flight() || p.settled;
+  if (!busy) {
+    keep_up(s, p);
+    if (Clock::now() < kafka_paused_until_) {
+      wait_out_kafka_pause(s, stop);
       return;
     }
-    wait_for_work(stop, config_.poll_interval);
   }
-  store_->set_waiting(false);
+  const bool claim = !busy || (!stop.stop_requested() && publisher_->in_flight() &&
+                               Clock::now() < p.next_rebalance);
+  const auto claimed_at = Clock::now();
+  std::set<std::string> held =
+      p.settled ? std::move(p.settled->held_keys) : std::set<std::string>{};
+  std::vector<OutboxEvent> next = claim_beside_write_back(s, p, claim);
+  if (publisher_->in_flight()) {
+    settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
+  } else if (!busy) {
+    send_or_wait(s, p, std::move(next), claimed_at, stop);
+  }  // else only a write-back was left
 }
 
-void Relay::send_batch(std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
-  metrics_.batch_size.observe(static_cast<double>(batch.size()));
-  in_flight_since_ = claimed_at;
-  if (std::size_t left_out = publisher_->send(std::move(batch)); left_out > 0) {
-    // Not lost: they stay pending, untouched, and a later claim returns them.
-    spdlog::debug(
-        "{} events wait for a later batch: an earlier event of their key in this "
-        "batch goes to another topic",
-        left_out);
+// Rebalances when due (only called with nothing in flight) and measures the backlog.
+void Relay::keep_up(Session& s, Pipeline& p) {
+  const auto now = Clock::now();
+  if (now >= p.next_rebalance) {
+    ShardOwnership& shards = s.shards();
+    if (shards.rebalance()) {
+      spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
+                   shards.owned().size(), shards.shard_count(), shards.live_members());
+    }
+    metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
+    metrics_.members.set(shards.live_members());
+    p.next_rebalance = now + config_.rebalance_interval;
+  }
+  if (now >= p.next_backlog) {
+    p.next_backlog = now + config_.backlog_interval;
+    measure_backlog(s);
   }
 }
 
-// With batch k in flight and batch k-1 settled: writes k-1 back on the lock
-// session while claiming k+1 on the claim session, then waits for k's reports,
-// sends k+1 and keeps k's settlement for the next turn. So the claim overlaps
-// the write-back, and both overlap the Kafka round trip.
+// Kafka unreachable: no claims until the pause ends and a probe answers. New rows
+// end the wait (the caller's next turn keeps up the shards) but not the pause.
+void Relay::wait_out_kafka_pause(Session& s, std::stop_token stop) {
+  s.wait_for_notify(
+      stop,
+      std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - Clock::now()),
+      s.notifications(), [this] { beat(); });
+  if (stop.stop_requested() || Clock::now() < kafka_paused_until_) {
+    return;
+  }
+  if (producer_->probe(std::chrono::seconds(2))) {
+    spdlog::info("kafka reachable again; resuming");
+    kafka_paused_until_ = {};
+    kafka_pause_ = {};
+    metrics_.kafka_up.set(1);
+  } else {
+    kafka_pause_ = std::min(kafka_pause_ * 2, std::chrono::milliseconds{30'000});
+    kafka_paused_until_ = Clock::now() + kafka_pause_;
+  }
+}
+
+// The one claim of the loop (when `claim`), leaving out the batch in flight and the
+// settled one. With a settled batch to write back, the claim runs on the claim
+// session while the write-back runs on the lock session; otherwise on the lock
+// session, so that every send follows a round trip on the session whose locks
+// make the shards ours.
+std::vector<OutboxEvent> Relay::claim_beside_write_back(Session& s, Pipeline& p, bool claim) {
+  std::future<std::vector<OutboxEvent>> next;
+  if (claim) {
+    std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
+    if (p.settled) {
+      exclude.insert(exclude.end(), p.settled->ids.begin(), p.settled->ids.end());
+    }
+    ClaimQueries& on = p.settled ? s.claim_session() : s.store().claims();
+    p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
+    next = std::async(p.settled ? std::launch::async : std::launch::deferred,
+                      [this, &s, &on, exclude = std::move(exclude)] {
+                        return on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
+                      });
+  }
+  if (p.settled) {
+    write_back(s, p);  // if this throws, the future's destructor waits for the claim
+  }
+  return next.valid() ? next.get() : std::vector<OutboxEvent>{};
+}
+
+// With batch k in flight: waits for k's reports, sends k+1 (`next`) and keeps k's
+// settlement for the next turn's write-back. So the claim overlaps the write-back,
+// and both overlap the Kafka round trip.
 //
 // Per-key order: k+1 is produced only after k's reports are in, and without the
-// events of any key that k or k-1 did not fully deliver: the claim of k+1 may
-// not see their failures yet (they stay pending; a claim after the write-back
-// holds the key back behind its retry). Inside one batch, send() keeps each key
-// on one topic, and the claim never puts a retry beside later events of its key.
-void Relay::advance_pipeline(const std::atomic<bool>& stop) {
-  // Rebalancing may release shards, so it waits until nothing is in flight: a
-  // shard is never handed over with its events still on the way.
-  const bool claim_more = !stop && publisher_->in_flight() && Clock::now() < next_rebalance_;
-  const auto claimed_at = Clock::now();
-  std::vector<OutboxEvent> next;
-  std::set<std::string> held;
-  if (settled_) {
-    std::future<std::vector<OutboxEvent>> claim;
-    if (claim_more) {
-      std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
-      exclude.insert(exclude.end(), settled_->ids.begin(), settled_->ids.end());
-      wake_->woken = false;
-      claim = std::async(std::launch::async, [this, exclude = std::move(exclude)] {
-        return claim_store_->claim_batch(shards_->owned(), config_.batch_size, exclude);
-      });
-    }
-    held = std::move(settled_->held_keys);
-    write_back_settled();  // if this throws, the future's destructor waits for the claim
-    if (claim.valid()) {
-      next = claim.get();
-    }
-  } else if (claim_more) {
-    wake_->woken = false;
-    next = store_->claim_batch(shards_->owned(), config_.batch_size, publisher_->ids_in_flight());
-  }
-  if (!publisher_->in_flight()) {
-    return;  // only a write-back was left
-  }
+// events of any key that k or k-1 (`held`) did not fully deliver: the claim of k+1
+// may not see their failures yet (they stay pending; a claim after the write-back
+// holds the key back behind its retry). Inside one batch, send() keeps each key on
+// one topic, and the claim never puts a retry beside later events of its key.
+void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                                 std::set<std::string> held, Clock::time_point claimed_at) {
   Settlement settled = publisher_->settle();
   metrics_.publish_latency.observe(
-      std::chrono::duration<double>(Clock::now() - in_flight_since_).count());
+      std::chrono::duration<double>(Clock::now() - p.in_flight_since).count());
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
   std::erase_if(next, [&](const OutboxEvent& e) { return held.count(e.biz_id) > 0; });
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
-    send_batch(std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
+    send_batch(p, std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
   }
-  settled_ = std::move(settled);
+  p.settled = std::move(settled);
   if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
-    const std::size_t deferred = settled_->outcome.deferred;
-    write_back_settled();
+    const std::size_t deferred = p.settled->outcome.deferred;
+    write_back(s, p);
     kafka_pause_ = std::chrono::milliseconds{1000};
     kafka_paused_until_ = Clock::now() + kafka_pause_;
     metrics_.kafka_up.set(0);
@@ -372,10 +359,52 @@ void Relay::advance_pipeline(const std::atomic<bool>& stop) {
   }
 }
 
-void Relay::write_back_settled() {
-  Settlement s = std::move(*settled_);
-  settled_.reset();
-  record(publisher_->write_back(*store_, s));
+// Nothing in flight: sends what was claimed, or waits for work. The insert trigger
+// notifies only while some relay waits, so the relay first says it waits. A writer
+// whose trigger ran just before that was visible sent no NOTIFY, but its commit
+// follows within moments: so after a short wait the next turn claims once more,
+// and only an empty claim after that sleeps until a NOTIFY or the poll interval.
+void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                         Clock::time_point claimed_at, std::stop_token stop) {
+  constexpr std::chrono::milliseconds kCommitRace{50};
+  const auto beat_fn = [this] { beat(); };
+  if (!next.empty()) {
+    if (p.waiting) {
+      s.store().set_waiting(false);
+      p.waiting = false;
+    }
+    send_batch(p, std::move(next), claimed_at);
+  } else if (!p.waiting) {
+    s.store().set_waiting(true);
+    p.waiting = true;
+    s.wait_for_notify(stop, std::min(config_.poll_interval, kCommitRace), p.seen, beat_fn);
+    if (stop.stop_requested() || s.notifications() != p.seen) {
+      s.store().set_waiting(false);
+      p.waiting = false;
+    }
+  } else {
+    s.wait_for_notify(stop, config_.poll_interval, p.seen, beat_fn);
+    s.store().set_waiting(false);
+    p.waiting = false;
+  }
+}
+
+void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
+  metrics_.batch_size.observe(static_cast<double>(batch.size()));
+  p.in_flight_since = claimed_at;
+  if (std::size_t left_out = publisher_->send(std::move(batch)); left_out > 0) {
+    // Not lost: they stay pending, untouched, and a later claim returns them.
+    spdlog::debug(
+        "{} events wait for a later batch: an earlier event of their key in this "
+        "batch goes to another topic",
+        left_out);
+  }
+}
+
+void Relay::write_back(Session& s, Pipeline& p) {
+  Settlement settled = std::move(*p.settled);
+  p.settled.reset();
+  record(publisher_->write_back(s.store(), settled));
 }
 
 // Records a written-back batch's outcome in the metrics.
@@ -390,31 +419,17 @@ void Relay::record(const BatchOutcome& o) {
   }
 }
 
-// Sleeps until a NOTIFY arrives, `limit` passes, or `stop` is set.
-void Relay::wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit) {
-  conn_->get_notifs();
-  const auto until = Clock::now() + limit;
-  while (!stop && !wake_->woken && Clock::now() < until) {
-    auto slice = std::min<std::chrono::milliseconds>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()),
-        std::chrono::milliseconds(200));
-    conn_->await_notification(0, static_cast<long>(std::max<long long>(slice.count(), 1) * 1000));
-    last_beat_ms_ = now_ms();
-  }
-}
-
-void Relay::maybe_measure_backlog() {
-  const auto now = Clock::now();
-  if (now < next_backlog_) {
-    return;
-  }
-  next_backlog_ = now + config_.backlog_interval;
-  Backlog b = store_->backlog(config_.stuck_after);
+void Relay::measure_backlog(Session& s) {
+  Backlog b = s.store().backlog(config_.stuck_after);
   metrics_.pending.set(static_cast<double>(b.pending));
   metrics_.failed_events.set(static_cast<double>(b.failed));
   metrics_.stuck.set(static_cast<double>(b.stuck));
   metrics_.oldest_pending_seconds.set(b.oldest_pending_seconds);
-  TableHealth h = store_->health();
+  {
+    std::lock_guard lock(mu_);
+    backlog_ = b;
+  }
+  TableHealth h = s.store().health();
   metrics_.dead_tuples.set(static_cast<double>(h.dead_tuples));
   metrics_.live_tuples.set(static_cast<double>(h.live_tuples));
   metrics_.oldest_transaction_seconds.set(h.oldest_transaction_seconds);

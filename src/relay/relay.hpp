@@ -2,10 +2,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <memory>
+#include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,9 @@
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
 #include "relay/batch_publisher.hpp"
+#include "relay/defaults.hpp"
+#include "relay/session.hpp"
 #include "relay/topic_router.hpp"
-
-namespace outbox {
-class ShardOwnership;
-}
 
 namespace outbox::relay {
 
@@ -28,12 +27,12 @@ struct RelayConfig {
   std::string table = "public.outbox_event";
   kafka::ProducerConfig kafka;
   PublishPolicy publish;  // routes, attempts, backoff, mark or delete
-  int batch_size = 500;
-  std::chrono::milliseconds poll_interval{2000};
-  std::chrono::seconds stuck_after{600};
+  int batch_size = defaults::kBatchSize;
+  std::chrono::milliseconds poll_interval = defaults::kPollInterval;
+  std::chrono::seconds stuck_after = defaults::kStuckAfter;
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
-  std::string identity;  // for logs; defaults to host name and pid
+  std::string identity;  // for logs; defaults to process_identity()
 };
 
 // Counters and gauges a relay exports, all labelled with the table.
@@ -61,40 +60,85 @@ struct RelayMetrics {
 };
 
 // The long-running relay worker: claims committed outbox rows of the shards it
-// owns, publishes them, marks what the broker acknowledged. See DESIGN §5 for the
-// semantics it keeps; docs/relay.md explains how.
+// owns, publishes them, marks what the broker acknowledged. DESIGN §5 states the
+// semantics; docs/relay.md explains how. The loop is run(): one Session per
+// database session, pump() until stopped, then drain().
+//
+// Guarantees:
+// - At least once: an event is marked sent only after Kafka acknowledged it
+//   (acks=all, idempotent producer); until then it stays pending and is claimed
+//   again by this or another replica.
+// - Never early: only committed rows are claimed (autocommit reads), so no event
+//   is published before the transaction that wrote it commits.
+// - Per-key order: a key's events live in one shard, published by one replica at
+//   a time, in id order; a batch is sent only after the previous one settled,
+//   without the keys it did not fully deliver; a key's later events wait behind
+//   its retry; a batch sends a key to one topic only.
+// - A write-back runs on the session that holds the shard locks, so a replica that
+//   lost its shards can never mark their rows (the fencing check).
+// Caveats:
+// - kill -9 (or a lost database session) costs duplicates of the batch in flight:
+//   nothing of it is marked, and the replica that takes the shards publishes those
+//   events again. Nothing is lost.
+// - Order is by id, not by commit (docs/relay.md); there is none across keys. A
+//   broker that acknowledges a later event after refusing an earlier one of its
+//   key cannot be undone: it is counted in outbox_order_anomalies_total.
 class Relay {
  public:
+  // Throws std::invalid_argument for a batch size or a max attempts below 1.
+  // Kafka properties the producer refuses are not thrown: run() reports them.
   Relay(RelayConfig config, metrics::Registry& registry);
   ~Relay();
 
-  // Runs until `stop` becomes true; then finishes the batch in flight, marks what
+  // Runs until `stop` is requested; then finishes the batch in flight, marks what
   // was delivered, releases its shards and returns. Nothing is thrown for what the
   // environment gets wrong: database and broker outages are retried with backoff;
   // refused Kafka properties, a missing or unmigrated table keep the relay not ready,
   // with the reason as its problem() (and so on /readyz and in status.relayProblem).
-  // Only the constructor throws (std::invalid_argument), for a batch size or a
-  // max attempts below 1.
-  void run(const std::atomic<bool>& stop);
+  void run(std::stop_token stop);
 
   bool ready() const { return ready_.load(); }
   // Why the relay is not working, in words for /readyz and status; empty when fine.
   std::string problem() const;
   // Milliseconds since the loop last made progress (for /healthz).
   std::chrono::milliseconds since_last_beat() const;
+  // The backlog last measured on the current database session; nullopt while the
+  // session is down or before its first measurement.
+  std::optional<Backlog> backlog() const;
 
  private:
-  void connect();
-  void disconnect();
-  void set_problem(const std::string& problem);
-  void step(const std::atomic<bool>& stop);
-  void send_batch(std::vector<OutboxEvent> batch, std::chrono::steady_clock::time_point claimed_at);
-  void advance_pipeline(const std::atomic<bool>& stop);
-  void write_back_settled();
+  // What one session's loop carries from turn to turn.
+  struct Pipeline {
+    // The batch that settled last, written back during the next claim.
+    std::optional<Settlement> settled;
+    std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
+    std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
+    bool waiting = false;    // registered in <table>_waiting, so inserts notify
+    std::chrono::steady_clock::time_point next_rebalance = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_backlog = std::chrono::steady_clock::now();
+  };
+
+  void stay_not_ready(std::stop_token stop);
+  void went_online(Session& s);
+  void went_offline();
+  void pump(Session& s, Pipeline& p, std::stop_token stop);
+  void drain(Session& s, Pipeline& p, std::stop_token stop);
+  void turn(Session& s, Pipeline& p, std::stop_token stop);
+  void keep_up(Session& s, Pipeline& p);
+  void wait_out_kafka_pause(Session& s, std::stop_token stop);
+  std::vector<OutboxEvent> claim_beside_write_back(Session& s, Pipeline& p, bool claim);
+  void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                            std::set<std::string> held,
+                            std::chrono::steady_clock::time_point claimed_at);
+  void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                    std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
+  void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
+                  std::chrono::steady_clock::time_point claimed_at);
+  void write_back(Session& s, Pipeline& p);
   void record(const BatchOutcome& outcome);
-  void idle(const std::atomic<bool>& stop);
-  void wait_for_work(const std::atomic<bool>& stop, std::chrono::milliseconds limit);
-  void maybe_measure_backlog();
+  void measure_backlog(Session& s);
+  void set_problem(const std::string& problem);
+  void beat();
 
   RelayConfig config_;
   TableName table_;
@@ -105,26 +149,14 @@ class Relay {
   std::optional<kafka::BatchProducer> producer_;
   std::optional<BatchPublisher> publisher_;
   std::string config_problem_;
-  std::unique_ptr<pqxx::connection> conn_;
-  std::unique_ptr<ShardOwnership> shards_;
-  std::unique_ptr<OutboxStore> store_;
-  // A second session for claims, so that a claim overlaps the write-back on the
-  // lock session. Claims only read; every write stays on the lock session.
-  std::unique_ptr<pqxx::connection> claim_conn_;
-  std::unique_ptr<OutboxStore> claim_store_;
-  // The batch that settled last, written back during the next claim.
-  std::optional<Settlement> settled_;
-  class WakeUp;
-  std::unique_ptr<WakeUp> wake_;
   std::atomic<bool> ready_{false};
-  mutable std::mutex problem_mu_;
+  mutable std::mutex mu_;  // guards problem_ and backlog_
   std::string problem_;
+  std::optional<Backlog> backlog_;
   std::atomic<long long> last_beat_ms_{0};
-  std::chrono::steady_clock::time_point next_rebalance_{};
-  std::chrono::steady_clock::time_point next_backlog_{};
+  // Kafka unreachable: no claims until then (kept across database sessions).
   std::chrono::steady_clock::time_point kafka_paused_until_{};
   std::chrono::milliseconds kafka_pause_{0};
-  std::chrono::steady_clock::time_point in_flight_since_{};  // claim time of the batch in flight
 };
 
 }  // namespace outbox::relay

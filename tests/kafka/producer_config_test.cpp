@@ -86,14 +86,14 @@ TEST(ProducerGuarantees, ARefusedPropertyIsTheRelaysReadinessProblem) {
   c.kafka = config_with("acks", "1");
   metrics::Registry registry;
   relay::Relay relay(c, registry);
-  std::atomic<bool> stop{false};
-  std::thread runner([&] { relay.run(stop); });
+  std::stop_source stop;
+  std::thread runner([&] { relay.run(stop.get_token()); });
   for (int i = 0; i < 100 && relay.problem().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_FALSE(relay.ready());
   EXPECT_EQ(relay.problem(), guarantee_problem(c.kafka.properties));
-  stop = true;
+  stop.request_stop();
   runner.join();
 }
 

@@ -114,14 +114,14 @@ relay::RelayConfig OutboxTestTable::relay_config(const std::string& bootstrap) c
 
 ThreadRelay::ThreadRelay(relay::RelayConfig config)
     : relay_(std::make_unique<relay::Relay>(std::move(config), registry_)),
-      thread_([this] { relay_->run(stop_); }) {}
+      thread_([this] { relay_->run(stop_.get_token()); }) {}
 
 ThreadRelay::~ThreadRelay() {
   stop();
 }
 
 void ThreadRelay::stop() {
-  stop_ = true;
+  stop_.request_stop();
   if (thread_.joinable()) {
     thread_.join();
   }

@@ -63,7 +63,7 @@ class ThreadRelay {
 
  private:
   metrics::Registry registry_;
-  std::atomic<bool> stop_{false};
+  std::stop_source stop_;
   std::unique_ptr<relay::Relay> relay_;
   std::thread thread_;
 };

@@ -7,7 +7,9 @@
 #include <string>
 #include <thread>
 
+#include "common/identity.hpp"
 #include "kube/client.hpp"
+#include "outbox/store.hpp"
 
 // The relay's side of the OutboxRelay status: every interval it applies status.backlog
 // {pending, failed, oldestPendingSeconds, measuredAt} to its OutboxRelay's status subresource
@@ -23,17 +25,11 @@
 // Caveats: with several replicas, the last problem reported wins; a pod that dies while
 // reporting one leaves it behind, and the operator removes it once every relay pod is ready or
 // it is older than a minute.
-namespace outbox::controller {
-
-struct Backlog {
-  long long pending = 0;
-  long long failed = 0;
-  double oldest_pending_seconds = 0;
-};
+namespace outbox::relay {
 
 // What one round reports.
 struct RelayReport {
-  std::optional<Backlog> backlog;  // nullopt: not measured this round
+  std::optional<Backlog> backlog;  // nullopt: not measured this round (Relay::backlog())
   std::string problem;             // why the relay is not ready; empty when ready or starting
 };
 
@@ -41,7 +37,7 @@ struct StatusReporterOptions {
   std::string ns;
   std::string name;
   std::chrono::milliseconds interval{15'000};
-  std::string pod;  // who reports (the pod's hostname)
+  std::string pod = host_name();  // who reports: the pod's name
 };
 
 class StatusReporter {
@@ -64,4 +60,4 @@ class StatusReporter {
   std::jthread thread_;
 };
 
-}  // namespace outbox::controller
+}  // namespace outbox::relay

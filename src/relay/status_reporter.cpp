@@ -1,4 +1,4 @@
-#include "controller/status_reporter.hpp"
+#include "relay/status_reporter.hpp"
 
 #include <stdexcept>
 
@@ -8,7 +8,15 @@
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
 
-namespace outbox::controller {
+namespace outbox::relay {
+namespace {
+// The status contract with the operator, which reads what this writes.
+using controller::format_time;
+using controller::kOutboxRelays;
+using controller::kRelayFieldManager;
+using controller::kRelayProblemFieldManager;
+using Json = nlohmann::json;
+}  // namespace
 
 StatusReporter::StatusReporter(kube::Client& client, StatusReporterOptions options, Sampler sampler)
     : client_(client), options_(std::move(options)), sampler_(std::move(sampler)) {
@@ -79,4 +87,4 @@ std::pair<std::string, std::string> StatusReporter::parse_target(const std::stri
   return {text.substr(0, slash), text.substr(slash + 1)};
 }
 
-}  // namespace outbox::controller
+}  // namespace outbox::relay

@@ -1,0 +1,13 @@
+#pragma once
+
+#include <chrono>
+
+// The relay's defaults, defined once: RelayConfig, the relay command's flags and the
+// operator's rendering of an OutboxRelay (for the fields its spec leaves out) use these.
+namespace outbox::relay::defaults {
+
+inline constexpr int kBatchSize = 500;
+inline constexpr std::chrono::milliseconds kPollInterval{2000};
+inline constexpr std::chrono::seconds kStuckAfter{600};
+
+}  // namespace outbox::relay::defaults

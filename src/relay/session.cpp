@@ -1,0 +1,36 @@
+#include "relay/session.hpp"
+
+#include <algorithm>
+
+namespace outbox::relay {
+
+Session::Session(const std::string& dsn, const TableName& table)
+    : lock_conn_(dsn),
+      info_(inspect_table(lock_conn_, table)),
+      shards_(lock_conn_, table, info_.shard_count),
+      store_(lock_conn_, table),
+      claim_conn_(dsn),
+      claims_(claim_conn_, table),
+      wake_(lock_conn_, table.notify_channel()) {
+  // A killed relay leaves its entry in <table>_waiting, and every insert would
+  // notify until someone clears it.
+  store_.forget_dead_waiters();
+  shards_.join();
+}
+
+void Session::wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit,
+                              std::uint64_t seen, const std::function<void()>& beat) {
+  using Clock = std::chrono::steady_clock;
+  lock_conn_.get_notifs();
+  const auto until = Clock::now() + limit;
+  while (!stop.stop_requested() && wake_.count == seen && Clock::now() < until) {
+    auto slice = std::min<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()),
+        std::chrono::milliseconds(200));
+    lock_conn_.await_notification(0,
+                                  static_cast<long>(std::max<long long>(slice.count(), 1) * 1000));
+    beat();
+  }
+}
+
+}  // namespace outbox::relay

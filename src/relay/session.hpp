@@ -1,0 +1,73 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <stop_token>
+#include <string>
+
+#include <pqxx/pqxx>
+
+#include "outbox/schema.hpp"
+#include "outbox/shards.hpp"
+#include "outbox/store.hpp"
+#include "outbox/table.hpp"
+
+namespace outbox::relay {
+
+// What lives for one database session of the relay: the lock session (shard and
+// member locks, every write, the wake-up listener, and the claims that no
+// write-back overlaps) and the claim session (claims only, so that a claim can
+// overlap the write-back on the lock session).
+//
+// Guarantees: constructed means connected, the table checked, listening for the
+// insert trigger's NOTIFY and counted as a member; destroyed means both sessions
+// closed, and so every advisory lock released.
+// Caveats: a batch in flight when the session ends can no longer be written back:
+// its events stay pending and are published again (at least once).
+class Session {
+ public:
+  // Connects both sessions, checks the table, clears the waiting entries a killed
+  // relay left, then joins the replicas. Throws pqxx::broken_connection,
+  // SchemaError (no table, missing columns) or pqxx::sql_error.
+  Session(const std::string& dsn, const TableName& table);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int shard_count() const { return info_.shard_count; }
+  ShardOwnership& shards() { return shards_; }
+  // The lock session's statements: a write-back that succeeds proves the shards
+  // were still owned, since the locks die with this session.
+  OutboxStore& store() { return store_; }
+  // The claim session: its type offers the claim and nothing else.
+  ClaimQueries& claim_session() { return claims_; }
+
+  // NOTIFYs received on the lock session so far.
+  std::uint64_t notifications() const { return wake_.count; }
+  // Sleeps until more than `seen` NOTIFYs have arrived, `limit` passes or `stop`
+  // is requested; calls `beat` at least every 200 ms meanwhile.
+  void wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit, std::uint64_t seen,
+                       const std::function<void()>& beat);
+
+ private:
+  // Counts the insert trigger's NOTIFYs. It listens for the whole session, so a
+  // NOTIFY sent while a batch is in flight is not lost.
+  class WakeUp : public pqxx::notification_receiver {
+   public:
+    WakeUp(pqxx::connection_base& c, const std::string& channel)
+        : pqxx::notification_receiver(c, channel) {}
+    void operator()(const std::string&, int) override { ++count; }
+    std::uint64_t count = 0;
+  };
+
+  // Declared in the order of connecting; destroyed in reverse, the lock session last.
+  pqxx::connection lock_conn_;
+  TableInfo info_;
+  ShardOwnership shards_;
+  OutboxStore store_;
+  pqxx::connection claim_conn_;
+  ClaimQueries claims_;
+  WakeUp wake_;
+};
+
+}  // namespace outbox::relay
