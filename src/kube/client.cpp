@@ -81,8 +81,9 @@ Json Client::request(const std::string& method, const std::string& target, const
   return parsed;
 }
 
-Json Client::get(const Resource& resource, const std::string& ns, const std::string& name) {
-  return request("GET", resource.object_path(ns, name));
+Json Client::get(const Resource& resource, const std::string& ns, const std::string& name,
+                 std::chrono::milliseconds timeout) {
+  return request("GET", resource.object_path(ns, name), "", "", timeout);
 }
 
 Json Client::get_metadata(const Resource& resource, const std::string& ns,
@@ -126,13 +127,15 @@ Json Client::list(const Resource& resource, const std::string& ns, const ListOpt
   return result;
 }
 
-Json Client::create(const Resource& resource, const std::string& ns, const Json& object) {
-  return request("POST", resource.collection_path(ns), object.dump(), "application/json");
+Json Client::create(const Resource& resource, const std::string& ns, const Json& object,
+                    std::chrono::milliseconds timeout) {
+  return request("POST", resource.collection_path(ns), object.dump(), "application/json", timeout);
 }
 
-Json Client::update(const Resource& resource, const std::string& ns, const Json& object) {
+Json Client::update(const Resource& resource, const std::string& ns, const Json& object,
+                    std::chrono::milliseconds timeout) {
   return request("PUT", resource.object_path(ns, object_name(object)), object.dump(),
-                 "application/json");
+                 "application/json", timeout);
 }
 
 Json Client::update_status(const Resource& resource, const std::string& ns, const Json& object) {

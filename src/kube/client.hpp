@@ -70,16 +70,20 @@ class Client {
   const Config& config() const { return config_; }
   const ClientOptions& options() const { return options_; }
 
-  Json get(const Resource& resource, const std::string& ns, const std::string& name);
+  // `timeout` on the typed calls: the deadline of each attempt; zero means options().timeout.
+  Json get(const Resource& resource, const std::string& ns, const std::string& name,
+           std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // The object's metadata only (a meta.k8s.io/v1 PartialObjectMetadata): for a Secret, its name,
   // labels and resourceVersion without the values, which then never enter this process.
   Json get_metadata(const Resource& resource, const std::string& ns, const std::string& name);
   // Follows `continue` tokens and returns one List object: all items, and the
   // metadata.resourceVersion of the first page (the snapshot a watch resumes from).
   Json list(const Resource& resource, const std::string& ns, const ListOptions& options = {});
-  Json create(const Resource& resource, const std::string& ns, const Json& object);
+  Json create(const Resource& resource, const std::string& ns, const Json& object,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // PUT; when object.metadata.resourceVersion is set the write is conditional (409 if stale).
-  Json update(const Resource& resource, const std::string& ns, const Json& object);
+  Json update(const Resource& resource, const std::string& ns, const Json& object,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   Json update_status(const Resource& resource, const std::string& ns, const Json& object);
   // Returns the deleted object or a Status, as the server answers.
   Json remove(const Resource& resource, const std::string& ns, const std::string& name);

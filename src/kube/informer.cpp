@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.hpp"
 #include "common/stop.hpp"
 
 namespace outbox::kube {

@@ -19,7 +19,8 @@
 //   (no snapshot) --list--> (watching from the list's resourceVersion)
 //   watching --clean end of stream--> watching again from the last resourceVersion seen
 //   watching --410 Gone, HTTP or ERROR event--> (no snapshot): relist from a quorum read
-//   any --transport/other error--> same state after exponential backoff (800 ms .. 30 s, jitter)
+//   any --transport/other error--> same state after exponential backoff (800 ms .. 30 s, equal
+//   jitter)
 //
 // Guarantees: per object, handlers see changes in the order the apiserver made them; after a
 // relist, objects that vanished while we were not watching are delivered as deletes (with their

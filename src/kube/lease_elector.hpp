@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <stop_token>
@@ -39,11 +38,43 @@
 //    conflicts and errors, where candidates do contend. Clean shutdown with release_on_cancel
 //    clears the holder, so a standby takes over at its next poll (within retry_period).
 // Caveats: holds_lease() is a check, not a fence: a write already on the wire when it turns
-// false still lands. on_stopped_leading must return only after all work guarded by the lease has
-// stopped (the lease is released right after it returns). After losing leadership the process
-// should exit (as controller-runtime does) rather than try to lead again with stale in-memory
-// state. Callbacks run on the thread calling run() and must not block for long.
+// false still lands. After losing leadership the process should exit (as controller-runtime
+// does) rather than try to lead again with stale in-memory state.
+// Callbacks run on the thread calling run(), between Lease calls, so while one runs nothing is
+// renewed. on_stopped_leading may (and should) block until all work guarded by the lease has
+// stopped: it runs after renewing has ended, and the lease is released only once it returns.
+// on_started_leading and on_new_leader must return quickly: their time counts against
+// renew_deadline (an on_started_leading that outlasts it ends the term as a failed renew would).
 namespace outbox::kube {
+
+// What one call on the Lease gave: the object the server returned, or why there is none.
+struct LeaseReply {
+  std::optional<Json> lease;
+  bool not_found = false;  // no Lease by that name (yet)
+  bool conflict = false;   // someone else wrote first (409 Conflict or AlreadyExists)
+};
+
+// The three calls client-go's resource lock makes on one coordination.k8s.io/v1 Lease, each
+// within `timeout`. They never throw: a failure is logged here (a 404 or 409, a normal round
+// of an election, only at debug level) and returned as a LeaseReply.
+class LeaseLock {
+ public:
+  LeaseLock(Client& client, std::string lease_namespace, std::string lease_name);
+
+  LeaseReply get(std::chrono::milliseconds timeout);
+  LeaseReply create(const Json& spec, std::chrono::milliseconds timeout);
+  // A PUT of `lease`, conditional on the resourceVersion it carries: of two candidates that
+  // read the same version, exactly one wins.
+  LeaseReply update(const Json& lease, std::chrono::milliseconds timeout);
+
+ private:
+  template <typename Call>
+  LeaseReply call(const char* step, Call&& attempt);
+
+  Client& client_;
+  std::string namespace_;
+  std::string name_;
+};
 
 struct LeaseElectorConfig {
   std::string lease_namespace;
@@ -76,15 +107,21 @@ class LeaseElector {
   bool try_acquire_or_renew();
 
  private:
+  bool acquire(std::stop_token stop);
+  bool renew(std::stop_token stop);
+  bool renew_before_deadline(std::stop_token stop);
   bool record_says_me() const;
+  std::chrono::steady_clock::time_point claim_expiry() const;
+  Json claim(const Json& previous, const std::string& now_text) const;
+  bool adopt(const LeaseReply& reply, std::chrono::steady_clock::time_point now);
   void observe(const Json& lease, std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds time_left() const;
   std::chrono::steady_clock::time_point renew_deadline_at() const;
   void release();
   std::chrono::milliseconds request_timeout() const;
 
-  Client& client_;
   LeaseElectorConfig config_;
+  LeaseLock lock_;
   std::atomic<bool> leading_{false};
   // steady_clock ticks at the start of the last successful acquire or renew attempt.
   std::atomic<std::chrono::steady_clock::rep> renewed_at_{0};

@@ -34,26 +34,6 @@ void TokenBucket::acquire() {
   }
 }
 
-Backoff::Backoff(Duration initial, Duration cap, double factor)
-    : initial_(initial), cap_(cap), factor_(factor) {}
-
-Duration Backoff::peek() const {
-  if (current_ == Duration::zero()) {
-    return initial_;
-  }
-  auto grown = std::chrono::duration<double, std::nano>(current_) * factor_;
-  return grown >= std::chrono::duration<double, std::nano>(cap_)
-             ? cap_
-             : std::chrono::duration_cast<Duration>(grown);
-}
-
-Duration Backoff::next() {
-  current_ = peek();
-  std::uniform_real_distribution<double> jitter(0.5, 1.0);
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::nano>(current_) *
-                                              jitter(rng_));
-}
-
 std::optional<std::chrono::seconds> parse_retry_after(std::string_view value,
                                                       std::chrono::system_clock::time_point now) {
   while (!value.empty() && value.front() == ' ') {

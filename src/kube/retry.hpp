@@ -3,10 +3,10 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string_view>
 
-// Pacing primitives shared by the REST client, the watcher and the work queue.
+// Pacing primitives of the REST client. (The watcher's and the work queue's exponential backoff
+// is common/backoff.hpp.)
 namespace outbox::kube {
 
 using Clock = std::chrono::steady_clock;
@@ -29,25 +29,6 @@ class TokenBucket {
   double burst_;
   double tokens_;
   Clock::time_point last_;
-};
-
-// Exponential backoff with "equal jitter" and a cap: delays grow initial, 2x, 4x ... up to cap;
-// each returned delay is uniformly drawn from [d/2, d] (half fixed, half random; never the
-// near-zero waits of full jitter), so that many clients that failed together do not retry
-// together.
-class Backoff {
- public:
-  Backoff(Duration initial, Duration cap, double factor = 2.0);
-  Duration next();
-  void reset() { current_ = Duration::zero(); }
-  // The undithered delay the next call would be centred on.
-  Duration peek() const;
-
- private:
-  Duration initial_, cap_;
-  double factor_;
-  Duration current_ = Duration::zero();
-  std::mt19937_64 rng_{std::random_device{}()};
 };
 
 // Parses an HTTP Retry-After value: delta-seconds ("3") or an IMF-fixdate

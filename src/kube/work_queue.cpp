@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/backoff.hpp"
+
 namespace outbox::kube {
 
 WorkQueue::WorkQueue(std::chrono::milliseconds base_delay, std::chrono::milliseconds max_delay)
@@ -49,14 +51,8 @@ void WorkQueue::add_after(const std::string& key, Clock::duration delay) {
 }
 
 WorkQueue::Clock::duration WorkQueue::backoff_for(int failures) const {
-  // base * 2^failures, computed in doubles so a large count cannot overflow.
-  double delay = std::chrono::duration<double, std::milli>(base_delay_).count();
-  for (int i = 0; i < failures && delay < max_delay_.count(); ++i) {
-    delay *= 2;
-  }
-  delay = std::min<double>(delay, static_cast<double>(max_delay_.count()));
-  return std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double, std::milli>(delay));
+  // client-go's per-item exponential limiter: no jitter, as one key's retries do not contend.
+  return exponential_delay(base_delay_, max_delay_, failures);
 }
 
 WorkQueue::Clock::duration WorkQueue::next_backoff(const std::string& key) const {

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <chrono>
-#include <random>
+
+#include "common/backoff.hpp"
 
 namespace outbox::relay {
 
-// Exponential backoff with a cap and jitter (seed §3.3: 1, 2, 4 ... minutes).
+// An event's retry schedule (seed §3.3: 1, 2, 4 ... minutes), capped, with proportional jitter
+// (common/backoff.hpp); the relay stores the resulting time in the event's row.
 struct BackoffPolicy {
   std::chrono::milliseconds initial{60'000};
   std::chrono::milliseconds max{64 * 60'000};
@@ -14,13 +16,7 @@ struct BackoffPolicy {
   // Delay before attempt number `attempt` + 1, where `attempt` >= 1 failures happened.
   // `unit_random` in [0, 1) makes it deterministic in tests.
   std::chrono::milliseconds delay(int attempt, double unit_random) const {
-    double base = static_cast<double>(initial.count());
-    for (int i = 1; i < attempt && base < static_cast<double>(max.count()); ++i) {
-      base *= 2;
-    }
-    base = std::min(base, static_cast<double>(max.count()));
-    double factor = 1.0 + jitter * (2.0 * unit_random - 1.0);
-    return std::chrono::milliseconds(static_cast<long long>(base * factor));
+    return proportional_jitter(exponential_delay(initial, max, attempt - 1), jitter, unit_random);
   }
 };
 

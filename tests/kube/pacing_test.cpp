@@ -1,4 +1,4 @@
-// Small pure pieces: MicroTime, Retry-After, backoff, token bucket, token file, URL paths.
+// Small pure pieces: MicroTime, Retry-After, token bucket, token file, URL paths.
 #include <unistd.h>
 
 #include <cstdio>
@@ -64,20 +64,6 @@ TEST(RetryAfterTest, RetriesTooManyRequestsAndAnnouncedServerErrorsOnly) {
   EXPECT_EQ(retry_delay(429, "1", 5, 5, 10s), std::nullopt) << "attempts exhausted";
   EXPECT_EQ(retry_delay(409, "1", 0, 5, 10s), std::nullopt);
   EXPECT_EQ(retry_delay(200, "", 0, 5, 10s), std::nullopt);
-}
-
-TEST(BackoffTest, GrowsExponentiallyWithJitterUpToTheCapAndResets) {
-  Backoff backoff(800ms, 30s);
-  std::vector<std::chrono::milliseconds> centres = {800ms,   1600ms,  3200ms, 6400ms,
-                                                    12800ms, 25600ms, 30s,    30s};
-  for (auto centre : centres) {
-    EXPECT_EQ(backoff.peek(), centre);
-    auto delay = backoff.next();
-    EXPECT_GE(delay, centre / 2);
-    EXPECT_LE(delay, centre);
-  }
-  backoff.reset();
-  EXPECT_EQ(backoff.peek(), 800ms);
 }
 
 TEST(TokenBucketTest, AllowsTheBurstThenPacesAtQps) {

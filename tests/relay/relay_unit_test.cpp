@@ -1,19 +1,14 @@
 // Unit tests of the relay's pure parts: no database, no broker.
 #include <gtest/gtest.h>
 
-#include <librdkafka/rdkafkacpp.h>
-
 #include <random>
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "common/duration.hpp"
 #include "common/log.hpp"
 #include "kafka/producer.hpp"
-#include "metrics/registry.hpp"
 #include "outbox/store.hpp"
-#include "outbox/table.hpp"
 #include "relay/backoff.hpp"
 #include "relay/batch_publisher.hpp"
 #include "relay/topic_router.hpp"
@@ -71,90 +66,11 @@ TEST(TopicRouter, ARouteSplitsAtTheLastEqualsSign) {
   }
 }
 
-TEST(TopicName, IllegalNamesAreExplained) {
-  EXPECT_EQ(kafka::topic_name_problem("outbox.order-1_x"), "");
-  EXPECT_NE(kafka::topic_name_problem("outbox.ORDER PAID"), "");
-  EXPECT_NE(kafka::topic_name_problem(""), "");
-  EXPECT_NE(kafka::topic_name_problem(std::string(250, 'a')), "");
-}
-
-TEST(TableName, AcceptsPlainAndQualifiedNames) {
-  EXPECT_EQ(TableName::parse("outbox_event").quoted(), "\"public\".\"outbox_event\"");
-  auto t = TableName::parse("orders.outbox_event");
-  EXPECT_EQ(t.schema(), "orders");
-  EXPECT_EQ(t.quoted_with_suffix("_enqueue"), "\"orders\".\"outbox_event_enqueue\"");
-}
-
-TEST(TableName, RefusesAnythingThatCouldBreakOutOfAQuotedIdentifier) {
-  for (const char* bad : {"", "Outbox", "outbox;drop table x", "a\"b", "1abc", "a.b.c", "a-b",
-                          "public.", ".t", "x y"}) {
-    EXPECT_THROW(TableName::parse(bad), std::invalid_argument) << bad;
-  }
-  EXPECT_THROW(TableName::parse(std::string(49, 'a')), std::invalid_argument);
-  try {
-    TableName::parse("outbox;drop");
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("invalid character"), std::string::npos);
-  }
-}
-
-TEST(Duration, ParsesGoStyleDurations) {
-  EXPECT_EQ(parse_duration("500ms"), milliseconds(500));
-  EXPECT_EQ(parse_duration("2s"), milliseconds(2000));
-  EXPECT_EQ(parse_duration("1h30m"), milliseconds(5'400'000));
-  EXPECT_EQ(parse_duration("1.5s"), milliseconds(1500));
-  for (const char* bad : {"", "5", "s", "5x", "-1s", "1s2"}) {
-    EXPECT_THROW(parse_duration(bad), std::invalid_argument) << bad;
-  }
-  EXPECT_EQ(format_duration(milliseconds(5'400'000)), "1h30m");
-  EXPECT_EQ(format_duration(milliseconds(250)), "250ms");
-}
-
 TEST(FailedEventLine, NamesTheEventIdAndHowToRequeueIt) {
   RetryDecision d{42, true, {}, "Broker: Message size too large"};
   EXPECT_EQ(relay::failed_event_line(d, "0f8e1c2a-uuid"),
             "event_id 0f8e1c2a-uuid (row id 42) moved to FAILED: Broker: Message size too large; "
             "once the cause is fixed: outbox-operator requeue --event-id 0f8e1c2a-uuid");
-}
-
-TEST(ErrorClass, OnlyRealRefusalsCountAsAttempts) {
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_NO_ERROR), kafka::ErrorClass::kNone);
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR__MSG_TIMED_OUT), kafka::ErrorClass::kUnreachable);
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR__TRANSPORT), kafka::ErrorClass::kUnreachable);
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_MSG_SIZE_TOO_LARGE), kafka::ErrorClass::kPermanent);
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED),
-            kafka::ErrorClass::kPermanent);
-  EXPECT_EQ(kafka::classify_error(RdKafka::ERR_POLICY_VIOLATION), kafka::ErrorClass::kRetryable);
-}
-
-// What a replicated cluster answers while a leader moves or too few replicas are in
-// sync: the cluster's state, never the event's fault, so no attempt may be counted
-// (RelayFailover.* moves leaders and stops two brokers of the 3-node test bed).
-TEST(ErrorClass, LeadershipMovesAndTooFewInSyncReplicasDefer) {
-  for (auto code : {RdKafka::ERR_NOT_LEADER_FOR_PARTITION, RdKafka::ERR_LEADER_NOT_AVAILABLE,
-                    RdKafka::ERR_NOT_ENOUGH_REPLICAS, RdKafka::ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                    RdKafka::ERR_REQUEST_TIMED_OUT, RdKafka::ERR_BROKER_NOT_AVAILABLE}) {
-    EXPECT_EQ(kafka::classify_error(code), kafka::ErrorClass::kUnreachable)
-        << RdKafka::err2str(code);
-  }
-}
-
-TEST(MetricsRegistry, RendersPrometheusText) {
-  metrics::Registry r;
-  r.counter("outbox_events_published_total", "Published", {{"table", "public.t"}}).inc(3);
-  r.gauge("outbox_pending_events", "Pending").set(7);
-  auto& h = r.histogram("outbox_batch_size", "Batch", {1, 10}, {{"table", "t"}});
-  h.observe(5);
-  h.observe(50);
-  std::string text = r.render();
-  EXPECT_NE(text.find("# TYPE outbox_events_published_total counter"), std::string::npos);
-  EXPECT_NE(text.find("outbox_events_published_total{table=\"public.t\"} 3"), std::string::npos);
-  EXPECT_NE(text.find("outbox_pending_events 7"), std::string::npos);
-  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"1\"} 0"), std::string::npos);
-  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"10\"} 1"), std::string::npos);
-  EXPECT_NE(text.find("outbox_batch_size_bucket{table=\"t\",le=\"+Inf\"} 2"), std::string::npos);
-  EXPECT_NE(text.find("outbox_batch_size_count{table=\"t\"} 2"), std::string::npos);
-  EXPECT_THROW(r.gauge("outbox_events_published_total", "x"), std::logic_error);
 }
 
 // Sends every log line to a ring buffer while it lives.
@@ -238,16 +154,6 @@ TEST(JudgeDeliveries, InOrderOutcomesCountNoAnomalyAndLogNothing) {
   EXPECT_EQ(s.outcome.retried, 2u);
   EXPECT_EQ(s.held_keys, (std::set<std::string>{"k", "other"}));
   EXPECT_TRUE(log.warnings().empty());
-}
-
-TEST(PgArray, TextLiteralsQuoteEveryElement) {
-  EXPECT_EQ(pg_text_array({}), "{}");
-  EXPECT_EQ(pg_text_array({"a", "b\"c", "d\\e", "{,}"}), R"({"a","b\"c","d\\e","{,}"})");
-}
-
-TEST(PgArray, RendersIntegerArrayLiterals) {
-  EXPECT_EQ(pg_int_array(std::vector<int>{}), "{}");
-  EXPECT_EQ(pg_int_array(std::vector<long>{1, -2, 3}), "{1,-2,3}");
 }
 
 }  // namespace

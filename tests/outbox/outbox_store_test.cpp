@@ -340,21 +340,5 @@ TEST(ShardOwnership, ReplicasSplitTheShardsAndADeadOnesShardsMove) {
   EXPECT_EQ(a.live_members(), 1);
 }
 
-TEST(ShardOwnership, CompensationTakesOnlyShardsNoLiveSessionHolds) {
-  OutboxTestTable t;
-  pqxx::connection relay_conn(t.dsn);
-  ShardOwnership relay(relay_conn, t.table, 16);
-  relay.join();
-  relay.rebalance();
-  ASSERT_EQ(relay.owned().size(), 16u);
-  pqxx::connection job_conn(t.dsn);
-  ShardOwnership job(job_conn, t.table, 16);
-  job.acquire_unowned();
-  EXPECT_TRUE(job.owned().empty());
-  relay.release_all();
-  job.acquire_unowned();
-  EXPECT_EQ(job.owned().size(), 16u);
-}
-
 }  // namespace
 }  // namespace outbox
