@@ -1,12 +1,18 @@
-// The jobs' own status patch (job_status).
+// The jobs' own status patch (job_status), and what the status makes of it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "controller/job_status.hpp"
+#include "controller/relay_status.hpp"
+#include "relay_sample.hpp"
 
 namespace outbox::controller {
 namespace {
+
+Json relay(const Json& spec_patch = Json::object()) {
+  return testing::sample_relay(spec_patch);
+}
 
 TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   JobRun ok;
