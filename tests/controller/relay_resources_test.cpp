@@ -204,5 +204,18 @@ TEST(RenderRelay, SecretVersionsChangeThePodTemplateAndNothingElse) {
             *find(after, "ConfigMap", "orders-config"));
 }
 
+// A spec the renderer cannot read (the CRD should have refused it) is InvalidSpec, which the
+// reconciler treats as terminal; before, a field of the wrong type escaped as a JSON error and
+// was retried with backoff for ever.
+TEST(RenderRelay, ASpecOfTheWrongShapeIsInvalidSpec) {
+  const RenderOptions opts{"img:1", ""};
+  EXPECT_THROW(render_relay(relay(), RenderOptions{}), InvalidSpec);
+  EXPECT_THROW(render_relay(relay({{"kafka", {{"bootstrapServers", 9092}}}}), opts), InvalidSpec);
+  EXPECT_THROW(
+      render_relay(relay({{"kafka", {{"routes", Json::array({{{"bizType", "order"}}})}}}}), opts),
+      InvalidSpec);
+  EXPECT_THROW(render_relay(relay({{"relay", {{"replicas", "two"}}}}), opts), InvalidSpec);
+}
+
 }  // namespace
 }  // namespace outbox::controller
