@@ -52,12 +52,7 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-Action add_controller_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "controller", "run the OutboxRelay controller (the operator's Deployment runs this)");
-  auto f = std::make_shared<ControllerFlags>();
+void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_flag("--leader-elect", f->leader_elect,
                 "elect one leader on a Lease; standbys keep caches warm and never write");
   cmd->add_option("--kubeconfig", f->kubeconfig,
@@ -112,39 +107,54 @@ Action add_controller_command(CLI::App& app) {
                   "how often every OutboxRelay is reconciled even without a change (0s: never)")
       ->envname("OUTBOX_RESYNC_PERIOD")
       ->capture_default_str();
+}
 
+kube::Client make_client(const ControllerFlags& flags) {
+  kube::Config config = flags.kubeconfig.empty() ? kube::load_default_config()
+                                                 : kube::load_kubeconfig(flags.kubeconfig);
+  kube::ClientOptions client_options;
+  client_options.qps = flags.qps;
+  client_options.burst = flags.burst;
+  return kube::Client(std::move(config), client_options);
+}
+
+controller::ControllerOptions controller_options(const ControllerFlags& flags) {
+  controller::ControllerOptions options;
+  options.namespaces = split_list(flags.namespaces);
+  options.render.relay_image = flags.relay_image;
+  options.workers = flags.workers;
+  options.secret_retry = parse_duration(flags.secret_recheck);
+  options.not_ready_recheck = parse_duration(flags.not_ready_recheck);
+  options.resync_period = parse_duration(flags.resync_period);
+  options.identity = flags.identity.empty() ? process_identity() : flags.identity;
+  if (flags.leader_elect) {
+    if (flags.lease_namespace.empty()) {
+      throw std::invalid_argument("--leader-elect needs --lease-namespace or POD_NAMESPACE");
+    }
+    kube::LeaseElectorConfig lease;
+    lease.lease_namespace = flags.lease_namespace;
+    lease.lease_name = flags.lease_name;
+    lease.lease_duration = parse_duration(flags.lease_duration);
+    lease.renew_deadline = parse_duration(flags.renew_deadline);
+    lease.retry_period = parse_duration(flags.retry_period);
+    options.leader_election = lease;
+  }
+  if (options.render.relay_image.empty()) {
+    spdlog::warn("no OUTBOX_RELAY_IMAGE: only OutboxRelays that set spec.relay.image work");
+  }
+  return options;
+}
+
+}  // namespace
+
+Action add_controller_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "controller", "run the OutboxRelay controller (the operator's Deployment runs this)");
+  auto f = std::make_shared<ControllerFlags>();
+  add_controller_flags(cmd, f.get());
   return [f]() {
-    kube::Config config =
-        f->kubeconfig.empty() ? kube::load_default_config() : kube::load_kubeconfig(f->kubeconfig);
-    kube::ClientOptions client_options;
-    client_options.qps = f->qps;
-    client_options.burst = f->burst;
-    kube::Client client(std::move(config), client_options);
-
-    controller::ControllerOptions options;
-    options.namespaces = split_list(f->namespaces);
-    options.render.relay_image = f->relay_image;
-    options.workers = f->workers;
-    options.secret_retry = parse_duration(f->secret_recheck);
-    options.not_ready_recheck = parse_duration(f->not_ready_recheck);
-    options.resync_period = parse_duration(f->resync_period);
-    options.identity = f->identity.empty() ? process_identity() : f->identity;
-    if (f->leader_elect) {
-      if (f->lease_namespace.empty()) {
-        throw std::invalid_argument("--leader-elect needs --lease-namespace or POD_NAMESPACE");
-      }
-      kube::LeaseElectorConfig lease;
-      lease.lease_namespace = f->lease_namespace;
-      lease.lease_name = f->lease_name;
-      lease.lease_duration = parse_duration(f->lease_duration);
-      lease.renew_deadline = parse_duration(f->renew_deadline);
-      lease.retry_period = parse_duration(f->retry_period);
-      options.leader_election = lease;
-    }
-    if (options.render.relay_image.empty()) {
-      spdlog::warn("no OUTBOX_RELAY_IMAGE: only OutboxRelays that set spec.relay.image work");
-    }
-
+    kube::Client client = make_client(*f);
+    const controller::ControllerOptions options = controller_options(*f);
     metrics::Registry registry;
     controller::Controller controller(client, options, registry);
     http::HealthServer server(

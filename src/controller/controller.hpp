@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -21,6 +22,10 @@
 
 // The OutboxRelay controller: informers on OutboxRelays and on every kind it owns, a work queue
 // with per-key backoff, N workers running reconcile(), and optional Lease leader election.
+// One class, one file per aspect: the engine (controller.cpp), the reconcile function
+// (relay_reconcile.cpp), the Secret checks (relay_secrets.cpp), applying owned objects
+// (relay_apply.cpp) and writing the status and Events (relay_status_write.cpp); the pure parts
+// are relay_resources (rendering) and relay_status (conditions).
 //
 // Guarantees:
 //  - Only the leader writes. Standbys run the informers (warm caches, /readyz passes) but start
@@ -33,6 +38,10 @@
 //  - A change to an OutboxRelay, or to (or the deletion of) an object it owns, requeues it;
 //    owned objects map back to their owner through the controller ownerReference.
 //  - Every resource is reconciled again each resync_period, whether or not anything changed.
+//  - A failed reconcile is retried with per-key backoff, except an invalid spec: it is reported
+//    (Degraded, InvalidSpec) and left until the object changes, as no retry can fix it.
+//  - Stopping the workers (shutdown, leadership lost) cancels a reconcile in flight before its
+//    next write.
 //  - Each reconcile re-applies every owned object whose desired form or live version changed
 //    since this process last applied it (server-side apply, field manager "outbox-operator",
 //    force), so drift is repaired and an idle resource costs at most one status check.
@@ -56,13 +65,35 @@ struct ControllerOptions {
   std::chrono::milliseconds resync_period{600'000};
 };
 
-enum class Outcome { kDone, kRequeueAfter, kError };
+// What a reconcile that did not throw asks of the queue. Failures are thrown, never returned.
+enum class Outcome { kDone, kRequeueAfter };
 
 struct ReconcileResult {
   Outcome outcome = Outcome::kDone;
   std::chrono::milliseconds requeue_after{0};
-  std::string error;
 };
+
+// Thrown by reconcile() for what no retry can fix (an invalid spec): the key is not requeued, and
+// the next change to the object (a watch event) reconciles it again. As controller-runtime's
+// TerminalError. Any other exception is retried with backoff.
+class TerminalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by reconcile() when its stop token was requested: between two writes, never inside one.
+class ReconcileCancelled : public std::runtime_error {
+ public:
+  ReconcileCancelled() : std::runtime_error("reconcile cancelled: the workers are stopping") {}
+};
+
+// Called by the reconciler before each write. A reconcile cancelled between two writes leaves
+// what it applied so far, which the next pass (here or in the next leader) finds applied.
+inline void throw_if_stopped(const std::stop_token& stop) {
+  if (stop.stop_requested()) {
+    throw ReconcileCancelled();
+  }
+}
 
 class Controller {
  public:
@@ -75,8 +106,10 @@ class Controller {
   bool synced() const;
   bool leading() const { return leading_.load(); }
 
-  // One pass for one "namespace/name" key; public for tests.
-  ReconcileResult reconcile(const std::string& key);
+  // One pass for one "namespace/name" key; public for tests. Throws on failure (TerminalError
+  // for an invalid spec); throws ReconcileCancelled once `stop` is requested, before the next
+  // write.
+  ReconcileResult reconcile(const std::string& key, std::stop_token stop = {});
 
  private:
   struct Applied {
@@ -84,21 +117,41 @@ class Controller {
     std::string resource_version;
   };
 
+  // The engine (controller.cpp).
+  void add_informers(const std::string& ns);
   void enqueue_owner(const Json& owned_object);
   void enqueue_all();
-  void process(const std::string& key);
+  void process(const std::string& key, std::stop_token stop);
+  bool lead_until_stopped(std::stop_token stop);
   void start_workers();
   void stop_workers();
   void worker(std::stop_token stop);
+  std::optional<Json> cached_relay(const std::string& key) const;
+  kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
 
-  // Checks that the referenced Secrets exist and records their versions in `render` (the pod
-  // template's secrets-hash: a rotation rolls the pods).
+  // The Secret checks (relay_secrets.cpp). Checks that the referenced Secrets exist and records
+  // their versions in `render` (the pod template's secrets-hash: a rotation rolls the pods).
+  // Throws InvalidSpec when the spec names no DSN Secret.
   std::optional<Problem> check_secrets(const Json& relay, RenderOptions& render);
+  // "name=resourceVersion\n" of one Secret, or nullopt when it does not exist.
+  std::optional<std::string> secret_version(const std::string& ns, const std::string& name);
+
+  // Applying owned objects (relay_apply.cpp). Applies every rendered object; throws after
+  // reporting ApplyFailed when the apiserver refused any. Then prunes an unwanted PDB.
+  void apply_all(const Json& relay, const RenderedRelay& rendered, std::stop_token stop);
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
-  kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
-  // Writes the status if it changed; true while the relay pods are not all ready.
-  bool update_status(const Json& relay, const std::optional<Problem>& problem);
+
+  // The status and Events (relay_status_write.cpp). Writes the status if it changed; true
+  // while the relay pods are not all ready.
+  bool update_status(const Json& relay, const std::optional<Problem>& problem,
+                     std::stop_token stop);
+  // Why the relay pods are not ready, from one list of them (see not_ready_detail).
+  std::string pods_detail(const Json& relay);
+  // Whether the cached `relay` shows this process's last status write (or it never wrote one).
+  bool status_cache_current(const Json& relay);
+  // Applies `desired` and records an Event for each condition that turned on since `before`.
+  void write_status(const Json& relay, const Json& desired, const Json& before);
   void record_event(const Json& relay, const std::string& reason, const std::string& message);
   void clear_relay_problem(const Json& relay, bool not_ready);
 

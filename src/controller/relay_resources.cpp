@@ -87,7 +87,7 @@ Json container_security_context() {
 std::string image_of(const Json& relay, const RenderOptions& options) {
   std::string image = value_at<std::string>(relay, "/spec/relay/image", options.relay_image);
   if (image.empty()) {
-    throw std::invalid_argument("no relay image: set spec.relay.image or OUTBOX_RELAY_IMAGE");
+    throw InvalidSpec("no relay image: set spec.relay.image or OUTBOX_RELAY_IMAGE");
   }
   return image;
 }
@@ -219,6 +219,164 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
                   {"spec", pod_spec(relay, names, std::move(container), true)}}}}}}}}}};
 }
 
+int desired_replicas(const Json& relay) {
+  return value_at<bool>(relay, "/spec/suspend", false)
+             ? 0
+             : value_at<int>(relay, "/spec/relay/replicas", 2);
+}
+
+Json service_account(const Json& relay, const RelayNames& names) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ServiceAccount"},
+          {"metadata", metadata(relay, names.deployment, "relay")}};
+}
+
+// Exactly what the status reports of the relay and the jobs need (a server-side apply and a
+// merge patch of the status subresource), on this one OutboxRelay; the operator's own
+// ClusterRole holds all of it, which is what lets it grant this without `escalate`.
+Json status_role(const Json& relay, const RelayNames& names) {
+  const std::string name = relay.at("metadata").at("name");
+  return {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "Role"},
+      {"metadata", metadata(relay, names.deployment, "relay")},
+      {"rules",
+       Json::array(
+           {{{"apiGroups", {"outbox.dev"}},
+             {"resources", {"outboxrelays"}},
+             {"resourceNames", {name}},
+             {"verbs", {"get"}}},
+            {{"apiGroups", {"outbox.dev"}},
+             {"resources", {"outboxrelays/status"}},
+             {"resourceNames", {name}},
+             {"verbs", {"get", "patch", "update"}}},
+            {{"apiGroups", {""}}, {"resources", {"events"}}, {"verbs", {"create", "patch"}}}})}};
+}
+
+Json role_binding(const Json& relay, const RelayNames& names) {
+  const std::string ns = relay.at("metadata").at("namespace");
+  return {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "RoleBinding"},
+      {"metadata", metadata(relay, names.deployment, "relay")},
+      {"roleRef",
+       {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", names.deployment}}},
+      {"subjects",
+       Json::array({{{"kind", "ServiceAccount"}, {"name", names.deployment}, {"namespace", ns}}})}};
+}
+
+// The rendered settings, one `--flag=value` per line: what the relay pods were started with.
+std::string relay_config(const Json& relay, const std::vector<std::string>& args) {
+  const std::string name = relay.at("metadata").at("name");
+  const std::string ns = relay.at("metadata").at("namespace");
+  std::string conf = "# Rendered by outbox-operator from OutboxRelay " + ns + "/" + name +
+                     "; the relay Deployment runs with exactly these arguments.\n";
+  for (const auto& a : args) {
+    conf += a + "\n";
+  }
+  return conf;
+}
+
+Json config_map(const Json& relay, const RelayNames& names, const std::string& conf) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", metadata(relay, names.config_map, "relay")},
+          {"data", {{"relay.args", conf}}}};
+}
+
+// The pod template's hashes: a change of either rolls the relay pods.
+struct TemplateHashes {
+  std::string config;
+  std::string secrets;
+};
+
+Json deployment(const Json& relay, const RelayNames& names, const std::string& image,
+                const std::vector<std::string>& args, int replicas, const TemplateHashes& hashes) {
+  const std::string name = relay.at("metadata").at("name");
+  Json relay_container = container(relay, "relay", image, args, true);
+  relay_container["ports"] =
+      Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
+  relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
+                                      {"periodSeconds", 10},
+                                      {"failureThreshold", 6}};
+  relay_container["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", "metrics"}}},
+                                       {"periodSeconds", 5}};
+  if (relay.contains("/spec/relay/resources"_json_pointer)) {
+    relay_container["resources"] = relay.at("/spec/relay/resources"_json_pointer);
+  }
+  return {
+      {"apiVersion", "apps/v1"},
+      {"kind", "Deployment"},
+      {"metadata", metadata(relay, names.deployment, "relay")},
+      {"spec",
+       {{"replicas", replicas},
+        {"revisionHistoryLimit", 3},
+        {"selector", {{"matchLabels", selector_labels(name)}}},
+        {"template",
+         {{"metadata",
+           {{"labels", labels_for(name, "relay")},
+            {"annotations",
+             {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
+          {"spec", pod_spec(relay, names, std::move(relay_container), false)}}}}}};
+}
+
+Json compensation_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
+  const Json& spec = relay.at("spec");
+  std::vector<std::string> args = {"compensate"};
+  for (auto& a : publish_args(relay)) {
+    args.push_back(std::move(a));
+  }
+  args.push_back("--batch-size=" +
+                 std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
+  args.push_back(
+      flag("stale-after", value_at<std::string>(spec, "/compensation/staleAfter", "5m")));
+  args.push_back(report_status_arg(relay));
+  return cron_job(relay, names, names.compensation, "compensation",
+                  value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
+                  container(relay, "compensate", image, args, true));
+}
+
+Json retention_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
+  const Json& spec = relay.at("spec");
+  std::vector<std::string> args = {
+      "cleanup",
+      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
+      flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")),
+      "--batch-size=" + std::to_string(value_at<int>(spec, "/retention/batchSize", 1000))};
+  std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
+  if (!archive.empty()) {
+    args.push_back(flag("archive-table", archive));
+  }
+  args.push_back(report_status_arg(relay));
+  return cron_job(relay, names, names.retention, "retention",
+                  value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
+                  container(relay, "cleanup", image, args, false));
+}
+
+// Headless: scraping reaches each pod through the endpoints, and a ClusterIP per resource
+// would exhaust a /24 service range at ~250.
+Json metrics_service(const Json& relay, const RelayNames& names) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", metadata(relay, names.service, "relay")},
+          {"spec",
+           {{"clusterIP", "None"},
+            {"selector", selector_labels(relay.at("metadata").at("name"))},
+            {"ports", Json::array({{{"name", "metrics"},
+                                    {"port", kRelayPort},
+                                    {"targetPort", "metrics"},
+                                    {"protocol", "TCP"}}})}}}};
+}
+
+Json disruption_budget(const Json& relay, const RelayNames& names) {
+  return {{"apiVersion", "policy/v1"},
+          {"kind", "PodDisruptionBudget"},
+          {"metadata", metadata(relay, names.deployment, "relay")},
+          {"spec",
+           {{"maxUnavailable", 1},
+            {"selector", {{"matchLabels", selector_labels(relay.at("metadata").at("name"))}}}}}};
+}
+
 }  // namespace
 
 RelayNames::RelayNames(const std::string& relay_name)
@@ -270,147 +428,35 @@ std::vector<std::string> relay_args(const Json& relay) {
 }
 
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
-  const std::string name = relay.at("metadata").at("name");
-  const std::string ns = relay.at("metadata").at("namespace");
-  const Json& spec = relay.at("spec");
-  const RelayNames names(name);
-  const std::string image = image_of(relay, options);
-  const bool suspend = value_at<bool>(spec, "/suspend", false);
-  const int replicas = suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2);
-  RenderedRelay out;
-
-  out.objects.push_back({&owned::service_accounts,
-                         {{"apiVersion", "v1"},
-                          {"kind", "ServiceAccount"},
-                          {"metadata", metadata(relay, names.deployment, "relay")}}});
-  // Exactly what the status reports of the relay and the jobs need (a server-side apply and a
-  // merge patch of the status subresource), on this one OutboxRelay; the operator's own
-  // ClusterRole holds all of it, which is what lets it grant this without `escalate`.
-  out.objects.push_back({&owned::roles,
-                         {{"apiVersion", "rbac.authorization.k8s.io/v1"},
-                          {"kind", "Role"},
-                          {"metadata", metadata(relay, names.deployment, "relay")},
-                          {"rules", Json::array({{{"apiGroups", {"outbox.dev"}},
-                                                  {"resources", {"outboxrelays"}},
-                                                  {"resourceNames", {name}},
-                                                  {"verbs", {"get"}}},
-                                                 {{"apiGroups", {"outbox.dev"}},
-                                                  {"resources", {"outboxrelays/status"}},
-                                                  {"resourceNames", {name}},
-                                                  {"verbs", {"get", "patch", "update"}}},
-                                                 {{"apiGroups", {""}},
-                                                  {"resources", {"events"}},
-                                                  {"verbs", {"create", "patch"}}}})}}});
-  out.objects.push_back(
-      {&owned::role_bindings,
-       {{"apiVersion", "rbac.authorization.k8s.io/v1"},
-        {"kind", "RoleBinding"},
-        {"metadata", metadata(relay, names.deployment, "relay")},
-        {"roleRef",
-         {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", names.deployment}}},
-        {"subjects",
-         Json::array(
-             {{{"kind", "ServiceAccount"}, {"name", names.deployment}, {"namespace", ns}}})}}});
-
-  // The rendered settings, one `--flag=value` per line: what the relay pods were started with.
-  std::vector<std::string> args = relay_args(relay);
-  std::string conf = "# Rendered by outbox-operator from OutboxRelay " + ns + "/" + name +
-                     "; the relay Deployment runs with exactly these arguments.\n";
-  for (const auto& a : args) {
-    conf += a + "\n";
+  try {
+    const RelayNames names(relay.at("metadata").at("name").get<std::string>());
+    const std::string image = image_of(relay, options);
+    const std::vector<std::string> args = relay_args(relay);
+    const std::string conf = relay_config(relay, args);
+    const int replicas = desired_replicas(relay);
+    RenderedRelay out;
+    out.objects = {
+        {&owned::service_accounts, service_account(relay, names)},
+        {&owned::roles, status_role(relay, names)},
+        {&owned::role_bindings, role_binding(relay, names)},
+        {&owned::config_maps, config_map(relay, names, conf)},
+        {&owned::deployments,
+         deployment(relay, names, image, args, replicas,
+                    {stable_hash(conf), stable_hash(options.secret_versions)})},
+        {&owned::cron_jobs, compensation_cron_job(relay, names, image)},
+        {&owned::cron_jobs, retention_cron_job(relay, names, image)},
+        {&owned::services, metrics_service(relay, names)},
+    };
+    out.pdb_name = names.deployment;
+    out.wants_pdb = replicas > 1;
+    if (out.wants_pdb) {
+      out.objects.push_back({&owned::pod_disruption_budgets, disruption_budget(relay, names)});
+    }
+    return out;
+  } catch (const Json::exception& e) {
+    // A field missing or of another type: the CRD's schema should have refused the spec.
+    throw InvalidSpec(std::string("the spec cannot be rendered: ") + e.what());
   }
-  const std::string config_hash = stable_hash(conf);
-  out.objects.push_back({&owned::config_maps,
-                         {{"apiVersion", "v1"},
-                          {"kind", "ConfigMap"},
-                          {"metadata", metadata(relay, names.config_map, "relay")},
-                          {"data", {{"relay.args", conf}}}}});
-
-  Json relay_container = container(relay, "relay", image, args, true);
-  relay_container["ports"] =
-      Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
-  relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
-                                      {"periodSeconds", 10},
-                                      {"failureThreshold", 6}};
-  relay_container["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", "metrics"}}},
-                                       {"periodSeconds", 5}};
-  if (spec.contains("/relay/resources"_json_pointer)) {
-    relay_container["resources"] = spec.at("/relay/resources"_json_pointer);
-  }
-  Json pod_labels = labels_for(name, "relay");
-  out.objects.push_back(
-      {&owned::deployments,
-       {{"apiVersion", "apps/v1"},
-        {"kind", "Deployment"},
-        {"metadata", metadata(relay, names.deployment, "relay")},
-        {"spec",
-         {{"replicas", replicas},
-          {"revisionHistoryLimit", 3},
-          {"selector", {{"matchLabels", selector_labels(name)}}},
-          {"template",
-           {{"metadata",
-             {{"labels", pod_labels},
-              {"annotations",
-               {{kConfigHashAnnotation, config_hash},
-                {kSecretsHashAnnotation, stable_hash(options.secret_versions)}}}}},
-            {"spec", pod_spec(relay, names, std::move(relay_container), false)}}}}}}});
-
-  std::vector<std::string> compensate = {"compensate"};
-  for (auto& a : publish_args(relay)) {
-    compensate.push_back(std::move(a));
-  }
-  compensate.push_back("--batch-size=" +
-                       std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
-  compensate.push_back(
-      flag("stale-after", value_at<std::string>(spec, "/compensation/staleAfter", "5m")));
-  compensate.push_back(report_status_arg(relay));
-  out.objects.push_back(
-      {&owned::cron_jobs,
-       cron_job(relay, names, names.compensation, "compensation",
-                value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
-                container(relay, "compensate", image, compensate, true))});
-
-  std::vector<std::string> cleanup = {
-      "cleanup",
-      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
-      flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")),
-      "--batch-size=" + std::to_string(value_at<int>(spec, "/retention/batchSize", 1000))};
-  std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
-  if (!archive.empty()) {
-    cleanup.push_back(flag("archive-table", archive));
-  }
-  cleanup.push_back(report_status_arg(relay));
-  out.objects.push_back(
-      {&owned::cron_jobs, cron_job(relay, names, names.retention, "retention",
-                                   value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
-                                   container(relay, "cleanup", image, cleanup, false))});
-
-  out.objects.push_back({&owned::services,
-                         {{"apiVersion", "v1"},
-                          {"kind", "Service"},
-                          {"metadata", metadata(relay, names.service, "relay")},
-                          // Headless: scraping reaches each pod through the endpoints, and a
-                          // ClusterIP per resource would exhaust a /24 service range at ~250.
-                          {"spec",
-                           {{"clusterIP", "None"},
-                            {"selector", selector_labels(name)},
-                            {"ports", Json::array({{{"name", "metrics"},
-                                                    {"port", kRelayPort},
-                                                    {"targetPort", "metrics"},
-                                                    {"protocol", "TCP"}}})}}}}});
-
-  out.pdb_name = names.deployment;
-  out.wants_pdb = replicas > 1;
-  if (out.wants_pdb) {
-    out.objects.push_back(
-        {&owned::pod_disruption_budgets,
-         {{"apiVersion", "policy/v1"},
-          {"kind", "PodDisruptionBudget"},
-          {"metadata", metadata(relay, names.deployment, "relay")},
-          {"spec",
-           {{"maxUnavailable", 1}, {"selector", {{"matchLabels", selector_labels(name)}}}}}}});
-  }
-  return out;
 }
 
 }  // namespace outbox::controller

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,8 +76,15 @@ struct RenderedRelay {
   std::string pdb_name;
 };
 
+// A spec no retry can fix (the CRD should have refused it, or no image is known): the
+// reconciler reports it as Degraded with reason InvalidSpec and does not retry.
+class InvalidSpec : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // Renders every owned object of `relay` (an OutboxRelay as read from the apiserver, with the
-// CRD's defaults filled in). Throws std::invalid_argument for a spec the CRD should have refused.
+// CRD's defaults filled in), in apply order. Throws InvalidSpec for a spec it cannot render.
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options);
 
 // The relay's command line (after the image's entrypoint), for tests and docs.
@@ -93,6 +101,14 @@ T value_at(const Json& object, const char* pointer, T fallback) {
     return fallback;
   }
   return object.at(p).get<T>();
+}
+
+// metadata.namespace and metadata.name of an object ("" when absent).
+inline std::string ns_of(const Json& object) {
+  return object.at("metadata").value("namespace", "");
+}
+inline std::string name_of(const Json& object) {
+  return object.at("metadata").value("name", "");
 }
 
 }  // namespace outbox::controller

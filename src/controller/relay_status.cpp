@@ -98,6 +98,120 @@ std::string pod_detail(const Json& pod) {
   return {};
 }
 
+// The conditions of one status, each from the observations in StatusInputs.
+struct Conditions {
+  explicit Conditions(const StatusInputs& in)
+      : in(in),
+        spec(in.relay.at("spec")),
+        current(in.relay.value("status", Json::object())),
+        generation(in.relay.at("metadata").value("generation", 0LL)),
+        now(format_time(in.now)),
+        suspend(value_at<bool>(spec, "/suspend", false)),
+        desired(suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2)),
+        rollout(rollout_of(in.deployment, desired)) {}
+
+  Json make(const std::string& type, bool status, const std::string& reason,
+            const std::string& message) const {
+    return condition(current, type, status, reason, message, generation, now);
+  }
+
+  std::string pods_ready() const {
+    return std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.";
+  }
+
+  Json degraded() const {
+    if (in.problem) {
+      return make("Degraded", true, in.problem->reason, in.problem->message);
+    }
+    return make("Degraded", false, "AsExpected",
+                "All referenced Secrets exist and every owned object is applied.");
+  }
+
+  Json progressing() const {
+    if (in.problem) {
+      return make("Progressing", false, in.problem->reason,
+                  "Waiting for the problem in the Degraded condition to be fixed.");
+    }
+    if (!rollout.complete) {
+      return make("Progressing", true, "RollingOut",
+                  "The relay Deployment is rolling out: " + pods_ready());
+    }
+    return make("Progressing", false, "Complete", "The relay Deployment is up to date.");
+  }
+
+  Json ready() const {
+    if (in.problem) {
+      return make("Ready", false, in.problem->reason, in.problem->message);
+    }
+    if (suspend) {
+      return make("Ready", false, "Suspended",
+                  "spec.suspend is true: the relay is scaled to zero and the CronJobs are "
+                  "suspended; events accumulate until it is resumed.");
+    }
+    if (desired == 0) {
+      return make("Ready", false, "ScaledToZero",
+                  "spec.relay.replicas is 0: no relay publishes events.");
+    }
+    if (rollout.ready >= desired) {
+      return make("Ready", true, "RelaysReady", pods_ready());
+    }
+    return make("Ready", false, "RelaysNotReady",
+                pods_ready() + (in.not_ready_detail.empty() ? "" : " " + in.not_ready_detail));
+  }
+
+  // The relay measures the backlog (status.backlog, its own field manager); the operator only
+  // judges it against spec.monitoring.stuckAfter.
+  Json stalled() const {
+    const std::string stuck_after = value_at<std::string>(spec, "/monitoring/stuckAfter", "10m");
+    const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
+    if (!current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
+      return make("Stalled", false, "NoBacklogReport", "No relay has reported the backlog yet.");
+    }
+    const double oldest = current.at("/backlog/oldestPendingSeconds"_json_pointer).get<double>();
+    if (oldest > threshold) {
+      return make("Stalled", true, "EventsStuck",
+                  "The oldest pending event is older than spec.monitoring.stuckAfter (" +
+                      stuck_after +
+                      "); see status.backlog. Check the relay's logs, Kafka and the "
+                      "relay's outbox_kafka_up metric.");
+    }
+    return make("Stalled", false, "BacklogFresh",
+                "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").");
+  }
+
+  // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup);
+  // the operator only turns a failed one into a condition, which a later good run clears.
+  Json job_failed() const {
+    std::string failed_jobs;
+    std::string failed_messages;
+    for (const auto& [field, job] :
+         {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"}}) {
+      const Json run = current.value(field, Json::object());
+      if (run.is_object() && run.value("outcome", "") == "Failed") {
+        failed_jobs += job;
+        failed_messages += "The " + std::string(field) + " run at " + run.value("time", "?") +
+                           " failed: " + run.value("message", "no message") + " ";
+      }
+    }
+    if (failed_jobs.empty()) {
+      return make("JobFailed", false, "NoFailedRun",
+                  "The last compensation and cleanup runs did not fail (or have not run yet).");
+    }
+    return make(
+        "JobFailed", true, failed_jobs + "Failed",
+        failed_messages + "See the Job's logs; the next run that succeeds clears this condition.");
+  }
+
+  const StatusInputs& in;
+  const Json& spec;
+  const Json current;
+  const long long generation;
+  const std::string now;
+  const bool suspend;
+  const int desired;
+  const Rollout rollout;
+};
+
 }  // namespace
 
 std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text) {
@@ -166,119 +280,14 @@ Json find_condition(const Json& status, const std::string& type) {
 }
 
 Json compute_status(const StatusInputs& in) {
-  const Json& relay = in.relay;
-  const Json& spec = relay.at("spec");
-  const Json current = relay.value("status", Json::object());
-  const long long generation = relay.at("metadata").value("generation", 0LL);
-  const std::string now = format_time(in.now);
-  const bool suspend = value_at<bool>(spec, "/suspend", false);
-  const int desired = suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2);
-  const Rollout rollout = rollout_of(in.deployment, desired);
-
-  const bool degraded = in.problem.has_value();
-  Json degraded_c =
-      degraded ? condition(current, "Degraded", true, in.problem->reason, in.problem->message,
-                           generation, now)
-               : condition(current, "Degraded", false, "AsExpected",
-                           "All referenced Secrets exist and every owned object is applied.",
-                           generation, now);
-
-  Json progressing_c;
-  if (degraded) {
-    progressing_c = condition(current, "Progressing", false, in.problem->reason,
-                              "Waiting for the problem in the Degraded condition to be fixed.",
-                              generation, now);
-  } else if (!rollout.complete) {
-    progressing_c =
-        condition(current, "Progressing", true, "RollingOut",
-                  "The relay Deployment is rolling out: " + std::to_string(rollout.ready) + " of " +
-                      std::to_string(desired) + " relay pods ready.",
-                  generation, now);
-  } else {
-    progressing_c = condition(current, "Progressing", false, "Complete",
-                              "The relay Deployment is up to date.", generation, now);
-  }
-
-  Json ready_c;
-  if (degraded) {
-    ready_c = condition(current, "Ready", false, in.problem->reason, in.problem->message,
-                        generation, now);
-  } else if (suspend) {
-    ready_c = condition(current, "Ready", false, "Suspended",
-                        "spec.suspend is true: the relay is scaled to zero and the CronJobs are "
-                        "suspended; events accumulate until it is resumed.",
-                        generation, now);
-  } else if (desired == 0) {
-    ready_c = condition(current, "Ready", false, "ScaledToZero",
-                        "spec.relay.replicas is 0: no relay publishes events.", generation, now);
-  } else if (rollout.ready >= desired) {
-    ready_c = condition(
-        current, "Ready", true, "RelaysReady",
-        std::to_string(rollout.ready) + " of " + std::to_string(desired) + " relay pods ready.",
-        generation, now);
-  } else {
-    ready_c = condition(current, "Ready", false, "RelaysNotReady",
-                        std::to_string(rollout.ready) + " of " + std::to_string(desired) +
-                            " relay pods ready." +
-                            (in.not_ready_detail.empty() ? "" : " " + in.not_ready_detail),
-                        generation, now);
-  }
-
-  // The relay measures the backlog (status.backlog, its own field manager); the operator only
-  // judges it against spec.monitoring.stuckAfter.
-  const std::string stuck_after = value_at<std::string>(spec, "/monitoring/stuckAfter", "10m");
-  const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
-  Json stalled_c;
-  if (current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
-    double oldest = current.at("/backlog/oldestPendingSeconds"_json_pointer).get<double>();
-    if (oldest > threshold) {
-      stalled_c = condition(current, "Stalled", true, "EventsStuck",
-                            "The oldest pending event is older than spec.monitoring.stuckAfter (" +
-                                stuck_after +
-                                "); see status.backlog. Check the relay's logs, Kafka and the "
-                                "relay's outbox_kafka_up metric.",
-                            generation, now);
-    } else {
-      stalled_c = condition(
-          current, "Stalled", false, "BacklogFresh",
-          "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").",
-          generation, now);
-    }
-  } else {
-    stalled_c = condition(current, "Stalled", false, "NoBacklogReport",
-                          "No relay has reported the backlog yet.", generation, now);
-  }
-
-  // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup); the
-  // operator only turns a failed one into a condition, which a later good run clears.
-  std::string failed_jobs;
-  std::string failed_messages;
-  for (const auto& [field, job] :
-       {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"}}) {
-    const Json run = current.value(field, Json::object());
-    if (run.is_object() && run.value("outcome", "") == "Failed") {
-      failed_jobs += job;
-      failed_messages += "The " + std::string(field) + " run at " + run.value("time", "?") +
-                         " failed: " + run.value("message", "no message") + " ";
-    }
-  }
-  Json job_failed_c =
-      failed_jobs.empty()
-          ? condition(current, "JobFailed", false, "NoFailedRun",
-                      "The last compensation and cleanup runs did not fail (or have not run yet).",
-                      generation, now)
-          : condition(current, "JobFailed", true, failed_jobs + "Failed",
-                      failed_messages +
-                          "See the Job's logs; the next run that succeeds clears this condition.",
-                      generation, now);
-
-  return {
-      {"observedGeneration", generation},
-      {"conditions", Json::array({ready_c, progressing_c, degraded_c, stalled_c, job_failed_c})},
-      {"relay",
-       {{"replicas", rollout.replicas},
-        {"readyReplicas", rollout.ready},
-        {"selector", relay_selector(relay.at("metadata").at("name"))}}}};
+  const Conditions c(in);
+  return {{"observedGeneration", c.generation},
+          {"conditions",
+           Json::array({c.ready(), c.progressing(), c.degraded(), c.stalled(), c.job_failed()})},
+          {"relay",
+           {{"replicas", c.rollout.replicas},
+            {"readyReplicas", c.rollout.ready},
+            {"selector", relay_selector(in.relay.at("metadata").at("name"))}}}};
 }
 
 bool relays_not_ready(const Json& status) {

@@ -1,24 +1,16 @@
+// Rendering (relay_resources): spec -> owned objects, pure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "controller/job_status.hpp"
 #include "controller/relay_resources.hpp"
-#include "controller/relay_status.hpp"
+#include "relay_sample.hpp"
 
 namespace outbox::controller {
 namespace {
 
 Json relay(const Json& spec_patch = Json::object()) {
-  Json r = {
-      {"apiVersion", "outbox.dev/v1alpha1"},
-      {"kind", "OutboxRelay"},
-      {"metadata", {{"name", "orders"}, {"namespace", "shop"}, {"uid", "u-1"}, {"generation", 3}}},
-      {"spec",
-       {{"database", {{"dsnSecretRef", {{"name", "db"}, {"key", "dsn"}}}}},
-        {"kafka", {{"bootstrapServers", "k:9092"}}}}}};
-  r["spec"].merge_patch(spec_patch);
-  return r;
+  return testing::sample_relay(spec_patch);
 }
 
 const Json* find(const RenderedRelay& r, const std::string& kind, const std::string& name) {
@@ -191,68 +183,6 @@ TEST(RenderRelay, CronJobPodsGetTheRelayTokenAndReportStatus) {
   EXPECT_TRUE(may_patch_status) << role->dump();
 }
 
-TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
-  JobRun ok;
-  ok.field = kLastCompensationField;
-  ok.counts = {{"resent", 7}, {"failed", 1}};
-  ok.finished = std::chrono::system_clock::from_time_t(1'700'000'000);
-  EXPECT_EQ(job_status_patch(ok),
-            Json::parse(R"({"status":{"lastCompensation":{"time":"2023-11-14T22:13:20Z",
-              "outcome":"Succeeded","resent":7,"failed":1,"message":null}}})"));
-
-  JobRun bad;
-  bad.field = kLastCleanupField;
-  bad.succeeded = false;
-  bad.counts = {{"removed", std::nullopt}, {"archived", std::nullopt}};
-  bad.message = std::string(5000, 'x');
-  const Json p = job_status_patch(bad);
-  ASSERT_EQ(p.size(), 1u);
-  ASSERT_EQ(p.at("status").size(), 1u);
-  const Json& c = p.at("/status/lastCleanup"_json_pointer);
-  EXPECT_EQ(c.at("outcome"), "Failed");
-  EXPECT_TRUE(c.at("removed").is_null());
-  EXPECT_TRUE(c.at("archived").is_null());
-  EXPECT_EQ(c.at("message").get<std::string>().size(), 1024u) << "the CRD's maxLength";
-
-  // The operator's server-side apply of its status never names the jobs' fields, so it neither
-  // owns nor removes them.
-  Json r = relay();
-  r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}}},
-                 {"lastCleanup", {{"outcome", "Failed"}}}};
-  const Json s = compute_status({r, nullptr, std::nullopt, std::chrono::system_clock::now(), ""});
-  EXPECT_FALSE(s.contains("lastCompensation"));
-  EXPECT_FALSE(s.contains("lastCleanup"));
-}
-
-TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
-  auto now = std::chrono::system_clock::now();
-  Json r = relay();
-  EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
-      "False");
-  r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}, {"resent", 3}}},
-                 {"lastCleanup",
-                  {{"outcome", "Failed"},
-                   {"time", "2026-01-02T03:04:05Z"},
-                   {"message", "cleanup failed: no route"}}}};
-  Json failed = find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed");
-  EXPECT_EQ(failed.at("status"), "True");
-  EXPECT_EQ(failed.at("reason"), "CleanupFailed");
-  EXPECT_NE(failed.at("message").get<std::string>().find("cleanup failed: no route"),
-            std::string::npos);
-  EXPECT_NE(failed.at("message").get<std::string>().find("2026-01-02T03:04:05Z"),
-            std::string::npos);
-  r["status"]["lastCompensation"]["outcome"] = "Failed";
-  EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("reason"),
-      "CompensationCleanupFailed");
-  r["status"]["lastCompensation"]["outcome"] = "Succeeded";
-  r["status"]["lastCleanup"]["outcome"] = "Succeeded";
-  EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
-      "False");
-}
-
 // A rotated Secret (new resourceVersion) must change the relay pod template, so the pods roll
 // and read the new value; nothing else about the Secrets may.
 TEST(RenderRelay, SecretVersionsChangeThePodTemplateAndNothingElse) {
@@ -274,110 +204,17 @@ TEST(RenderRelay, SecretVersionsChangeThePodTemplateAndNothingElse) {
             *find(after, "ConfigMap", "orders-config"));
 }
 
-TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
-  using namespace std::chrono;
-  auto t0 = system_clock::time_point(seconds(1'700'000'000));
-  Json r = relay({{"monitoring", {{"stuckAfter", "10s"}}}});
-  Json s1 = compute_status({r, nullptr, Problem{"SecretNotFound", "m"}, t0, ""});
-  EXPECT_EQ(find_condition(s1, "Degraded").at("status"), "True");
-  EXPECT_EQ(find_condition(s1, "Ready").at("reason"), "SecretNotFound");
-  r["status"] = s1;
-  Json s2 = compute_status({r, nullptr, Problem{"SecretKeyMissing", "m2"}, t0 + seconds(60), ""});
-  EXPECT_EQ(find_condition(s2, "Degraded").at("lastTransitionTime"), format_time(t0));
-  r["status"] = s2;
-  Json s3 = compute_status({r, nullptr, std::nullopt, t0 + seconds(120), ""});
-  EXPECT_EQ(find_condition(s3, "Degraded").at("lastTransitionTime"),
-            format_time(t0 + seconds(120)));
-  EXPECT_FALSE(status_matches(s3, s2));
-  r["status"] = s3;
-  EXPECT_TRUE(
-      status_matches(compute_status({r, nullptr, std::nullopt, t0 + seconds(500), ""}), s3));
-}
-
-TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
-  auto now = std::chrono::system_clock::now();
-  Json r = relay({{"monitoring", {{"stuckAfter", "1m30s"}}}});
-  Json dep = {
-      {"metadata", {{"generation", 4}}},
-      {"status",
-       {{"observedGeneration", 4}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 2}}}};
-  r["status"] = {{"backlog", {{"oldestPendingSeconds", 91.0}}}};
-  Json s = compute_status({r, &dep, std::nullopt, now, ""});
-  EXPECT_EQ(find_condition(s, "Ready").at("status"), "True");
-  EXPECT_EQ(find_condition(s, "Progressing").at("status"), "False");
-  EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "EventsStuck");
-  EXPECT_EQ(s.at("/relay/readyReplicas"_json_pointer), 2);
-  EXPECT_EQ(s.at("observedGeneration"), 3);
-  r["status"]["backlog"]["oldestPendingSeconds"] = 89.0;
-  EXPECT_EQ(
-      find_condition(compute_status({r, &dep, std::nullopt, now, ""}), "Stalled").at("status"),
-      "False");
-  dep["status"]["readyReplicas"] = 1;
-  Json s2 = compute_status({r, &dep, std::nullopt, now, ""});
-  EXPECT_EQ(find_condition(s2, "Ready").at("reason"), "RelaysNotReady");
-  EXPECT_EQ(find_condition(s2, "Ready").at("message"), "1 of 2 relay pods ready.");
-  EXPECT_TRUE(relays_not_ready(s2));
-  EXPECT_FALSE(relays_not_ready(s));
-  EXPECT_EQ(find_condition(s2, "Progressing").at("status"), "True");
-  Json s3 = compute_status({r, &dep, std::nullopt, now, "pod p: ImagePullBackOff."});
-  EXPECT_EQ(find_condition(s3, "Ready").at("message"),
-            "1 of 2 relay pods ready. pod p: ImagePullBackOff.");
-}
-
-// What the kubelet and the relays say about pods that are not ready, shaped as the apiserver
-// returns it (a PodList as v1.37 writes it for these cases).
-TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
-  using namespace std::chrono;
-  const auto now = system_clock::time_point(seconds(1'700'000'000));
-  auto pod = [](const std::string& name, Json status) {
-    return Json{{"metadata", {{"name", name}}}, {"status", std::move(status)}};
-  };
-  auto waiting = [](const std::string& reason, const std::string& message) {
-    Json w = {{"reason", reason}};
-    if (!message.empty()) {
-      w["message"] = message;
-    }
-    return Json{{"state", {{"waiting", w}}}, {"ready", false}};
-  };
-  auto containers = [](Json status) {
-    return Json{{"containerStatuses", Json::array({std::move(status)})}};
-  };
-  Json crashed = waiting("CrashLoopBackOff", "back-off 20s");
-  crashed["lastState"]["terminated"] = {{"exitCode", 2},
-                                        {"message", "line one\nrelay: bad --table\n"}};
-  Json unschedulable = {{"conditions", Json::array({{{"type", "PodScheduled"},
-                                                     {"status", "False"},
-                                                     {"reason", "Unschedulable"},
-                                                     {"message", "0/1 nodes are available"}}})}};
-  Json leaving = pod("r-5", containers(waiting("ErrImagePull", "")));
-  leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
-  Json pods = {{"items", Json::array({
-                             pod("r-1", containers(waiting("CreateContainerConfigError",
-                                                           "couldn't find key dsn in Secret "
-                                                           "shop/db"))),
-                             // Still being created: waiting is normal, not a reason.
-                             pod("r-2", containers(waiting("ContainerCreating", ""))),
-                             pod("r-3", containers(crashed)),
-                             pod("r-4", unschedulable),
-                             // Going away: not the reason.
-                             leaving,
-                         })}};
-  Json fresh = {{"relayProblem",
-                 {{"pod", "r-6"},
-                  {"message", "table public.outbox_event is not migrated: run migrate"},
-                  {"reportedAt", format_time(now - seconds(20))}}}};
-  const std::string detail = not_ready_detail(pods, fresh, now);
-  EXPECT_EQ(detail,
-            "pod r-1: CreateContainerConfigError: couldn't find key dsn in Secret shop/db. "
-            "pod r-3: CrashLoopBackOff: back-off 20s; last exit code 2: relay: bad --table. "
-            "pod r-4: Unschedulable: 0/1 nodes are available. "
-            "relay pod r-6 reports: table public.outbox_event is not migrated: run migrate.");
-  Json stale = fresh;
-  stale["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
-  EXPECT_EQ(not_ready_detail(Json{{"items", Json::array()}}, stale, now), "");
-  EXPECT_EQ(not_ready_detail(Json::object(), Json::object(), now), "");
-  EXPECT_EQ(parse_time(format_time(now)), now);
-  EXPECT_EQ(parse_time("yesterday"), std::nullopt);
+// A spec the renderer cannot read (the CRD should have refused it) is InvalidSpec, which the
+// reconciler treats as terminal; before, a field of the wrong type escaped as a JSON error and
+// was retried with backoff for ever.
+TEST(RenderRelay, ASpecOfTheWrongShapeIsInvalidSpec) {
+  const RenderOptions opts{"img:1", ""};
+  EXPECT_THROW(render_relay(relay(), RenderOptions{}), InvalidSpec);
+  EXPECT_THROW(render_relay(relay({{"kafka", {{"bootstrapServers", 9092}}}}), opts), InvalidSpec);
+  EXPECT_THROW(
+      render_relay(relay({{"kafka", {{"routes", Json::array({{{"bizType", "order"}}})}}}}), opts),
+      InvalidSpec);
+  EXPECT_THROW(render_relay(relay({{"relay", {{"replicas", "two"}}}}), opts), InvalidSpec);
 }
 
 }  // namespace

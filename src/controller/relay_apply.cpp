@@ -1,0 +1,148 @@
+#include "controller/controller.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "kube/errors.hpp"
+
+// Applying the owned objects: server-side apply of what changed, replacement of what cannot
+// change in place, and pruning a PodDisruptionBudget the spec no longer wants.
+namespace outbox::controller {
+namespace {
+
+// On every owned object: the hash of the form this operator last applied. With it, a live
+// object whose fields include the desired ones is known to carry no field the operator set
+// earlier and no longer wants, so it needs no apply (e.g. after a restart or a failover).
+const char kAppliedHashAnnotation[] = "outbox.dev/applied-hash";
+
+// Whether every field of `want` is in `have` with the same value; arrays must match element
+// by element. Fields only `have` has (defaults, other managers' fields) do not matter.
+bool contains(const Json& have, const Json& want) {
+  if (want.is_object()) {
+    if (!have.is_object()) {
+      return false;
+    }
+    for (const auto& [key, value] : want.items()) {
+      auto it = have.find(key);
+      if (it == have.end() || !contains(*it, value)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  if (want.is_array()) {
+    if (!have.is_array() || have.size() != want.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!contains(have[i], want[i])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return have == want;
+}
+
+// Whether `live` differs from `desired` in a field the apiserver never changes in place, so
+// that applying would only be refused. The one case: the metrics Service became headless
+// (clusterIP None) after releases that gave each relay a ClusterIP, which exhausts a /24
+// service range at about 250 resources.
+bool needs_replacing(const kube::Resource& resource, const Json& live, const Json& desired) {
+  if (&resource != &owned::services) {
+    return false;
+  }
+  const std::string want = desired.value("/spec/clusterIP"_json_pointer, std::string());
+  const std::string have = live.value("/spec/clusterIP"_json_pointer, std::string());
+  return !want.empty() && !have.empty() && want != have;
+}
+
+}  // namespace
+
+// Every object is tried even after one is refused: they do not depend on each other at
+// admission, and a half-applied resource is easier to read when the status names exactly
+// what is missing. A refusal (the apiserver answered) is the user's to see: Degraded with the
+// apiserver's words, then a retry with backoff, as the cause may lie outside the spec (an
+// admission policy, a quota). No answer at all (TransportError) stays a plain error.
+void Controller::apply_all(const Json& relay, const RenderedRelay& rendered, std::stop_token stop) {
+  std::vector<std::string> refusals;
+  for (const OwnedObject& object : rendered.objects) {
+    throw_if_stopped(stop);
+    try {
+      apply_owned(object);
+    } catch (const kube::ApiError& e) {
+      const std::string kind = object.object.value("kind", object.resource->plural);
+      const std::string said = e.status().message.empty() ? e.what() : e.status().message;
+      refusals.push_back(kind + " " + name_of(object.object) + ": " + said);
+    }
+  }
+  if (!refusals.empty()) {
+    std::string message = "The apiserver refused an owned object: ";
+    for (size_t i = 0; i < refusals.size(); ++i) {
+      message += (i == 0 ? "" : "; ") + refusals[i];
+    }
+    update_status(relay, Problem{"ApplyFailed", message}, stop);
+    throw std::runtime_error(message);
+  }
+  if (!rendered.wants_pdb) {
+    throw_if_stopped(stop);
+    delete_pdb(ns_of(relay), rendered.pdb_name);
+  }
+}
+
+// Skips the request when this process already applied exactly this object and the live one
+// has not changed since (same resourceVersion), or when the cached live object was applied
+// from this same desired form (its applied-hash annotation) and still has every desired field
+// and value. Anything else, including deletion or an edit by someone else, is applied again.
+void Controller::apply_owned(const OwnedObject& owned) {
+  const std::string ns = ns_of(owned.object);
+  const std::string name = name_of(owned.object);
+  const std::string id = owned.resource->plural + "/" + ns + "/" + name;
+  const std::string hash = stable_hash(owned.object.dump());
+  Json desired = owned.object;
+  desired["metadata"]["annotations"][kAppliedHashAnnotation] = hash;
+  kube::Informer* informer = informer_for(*owned.resource, ns);
+  std::optional<Json> live = informer ? informer->get(ns + "/" + name) : std::nullopt;
+  const std::string live_version =
+      live ? live->at("metadata").value("resourceVersion", "") : std::string();
+  {
+    std::lock_guard lock(applied_mu_);
+    auto it = applied_.find(id);
+    if (it != applied_.end() && it->second.desired_hash == hash && live &&
+        live_version == it->second.resource_version) {
+      return;
+    }
+    // apiVersion and kind are not compared: objects read by a LIST do not carry them.
+    Json fields = desired;
+    fields.erase("apiVersion");
+    fields.erase("kind");
+    if (live && contains(*live, fields)) {
+      applied_[id] = {hash, live_version};
+      return;
+    }
+  }
+  if (live && needs_replacing(*owned.resource, *live, desired)) {
+    client_.remove(*owned.resource, ns, name);
+    spdlog::info("deleted {} to create it again: a field it must change is immutable", id);
+  }
+  Json result = client_.apply(*owned.resource, ns, desired, kFieldManager, true);
+  applies_.inc();
+  std::lock_guard lock(applied_mu_);
+  applied_[id] = {hash, result.at("metadata").value("resourceVersion", "")};
+}
+
+void Controller::delete_pdb(const std::string& ns, const std::string& name) {
+  kube::Informer* informer = informer_for(owned::pod_disruption_budgets, ns);
+  if (informer == nullptr || !informer->get(ns + "/" + name)) {
+    return;
+  }
+  try {
+    client_.remove(owned::pod_disruption_budgets, ns, name);
+    spdlog::info("deleted PodDisruptionBudget {}/{}: one relay replica or fewer", ns, name);
+  } catch (const kube::ApiError& e) {
+    if (!e.is_not_found()) {
+      throw;
+    }
+  }
+}
+
+}  // namespace outbox::controller

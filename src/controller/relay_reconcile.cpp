@@ -1,0 +1,44 @@
+#include "controller/controller.hpp"
+
+// The reconcile function: the one place that says, in order, what one OutboxRelay needs.
+namespace outbox::controller {
+
+// Everything one OutboxRelay needs, from the top: read it, check its inputs, apply what it
+// owns, report. Any step may end the pass early. Failures are thrown: process() retries them
+// with backoff, except an invalid spec, which is terminal (see TerminalError).
+ReconcileResult Controller::reconcile(const std::string& key, std::stop_token stop) {
+  const std::optional<Json> relay = cached_relay(key);
+  if (!relay || relay->at("metadata").contains("deletionTimestamp")) {
+    return {};  // gone or going: the garbage collector removes what it owned
+  }
+
+  RenderOptions render = options_.render;
+  std::optional<Problem> secret_problem;
+  RenderedRelay rendered;
+  try {
+    secret_problem = check_secrets(*relay, render);
+    if (!secret_problem) {
+      rendered = render_relay(*relay, render);
+    }
+  } catch (const InvalidSpec& e) {
+    // No retry can fix a spec; the edit that does is a watch event, which reconciles again.
+    update_status(*relay, Problem{"InvalidSpec", e.what()}, stop);
+    throw TerminalError(std::string("invalid spec: ") + e.what());
+  }
+  if (secret_problem) {
+    update_status(*relay, secret_problem, stop);
+    return {Outcome::kRequeueAfter, options_.secret_retry};
+  }
+
+  apply_all(*relay, rendered, stop);
+
+  // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
+  // loop) change nothing the informers see once the Deployment reports them unready: look
+  // again after a while, until they are ready.
+  if (update_status(*relay, std::nullopt, stop)) {
+    return {Outcome::kRequeueAfter, options_.not_ready_recheck};
+  }
+  return {};
+}
+
+}  // namespace outbox::controller

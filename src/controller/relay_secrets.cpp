@@ -1,0 +1,98 @@
+#include "controller/controller.hpp"
+
+#include "kube/errors.hpp"
+
+// The Secret checks: whether the Secrets a spec names exist, and their versions (hashed into
+// the pod template, so a rotation rolls the pods).
+namespace outbox::controller {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A Secret's resourceVersion read this recently is used again without asking: a new resource
+// is reconciled several times within seconds (its own creation, then each owned object's watch
+// event, then its status write), and each pass would otherwise cost one more request. A
+// rotation is seen at most this much later.
+constexpr std::chrono::seconds kSecretVersionFresh{5};
+
+const kube::Resource kSecrets{"", "v1", "secrets", true};
+
+// One Secret a spec names: where, and what to do when it is missing.
+struct SecretRef {
+  std::string name;
+  std::string field;
+  std::string how_to_create;
+};
+
+// In the order their versions are hashed: the DSN's, then the Kafka configuration's, if any.
+std::vector<SecretRef> secret_refs(const Json& relay) {
+  const std::string ns = ns_of(relay);
+  const std::string dsn_name = value_at<std::string>(relay, "/spec/database/dsnSecretRef/name", "");
+  const std::string dsn_key = value_at<std::string>(relay, "/spec/database/dsnSecretRef/key", "");
+  if (dsn_name.empty() || dsn_key.empty()) {
+    throw InvalidSpec("spec.database.dsnSecretRef needs a name and a key");
+  }
+  std::vector<SecretRef> refs = {{dsn_name, "spec.database.dsnSecretRef",
+                                  "Create it with the connection string under key \"" + dsn_key +
+                                      "\", e.g. kubectl -n " + ns + " create secret generic " +
+                                      dsn_name + " --from-literal=" + dsn_key +
+                                      "='postgresql://...'"}};
+  const std::string kafka_name =
+      value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
+  if (!kafka_name.empty()) {
+    refs.push_back({kafka_name, "spec.kafka.configSecretRef",
+                    "Create it with one key per librdkafka property (e.g. "
+                    "security.protocol, sasl.username), or remove configSecretRef."});
+  }
+  return refs;
+}
+
+}  // namespace
+
+std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOptions& render) {
+  const std::string ns = ns_of(relay);
+  render.secret_versions.clear();
+  for (const SecretRef& ref : secret_refs(relay)) {
+    std::optional<std::string> version = secret_version(ns, ref.name);
+    if (!version) {
+      return Problem{"SecretNotFound", "Secret \"" + ref.name + "\" named by " + ref.field +
+                                           " does not exist in namespace " + ns + ". " +
+                                           ref.how_to_create};
+    }
+    render.secret_versions += *version;
+  }
+  return std::nullopt;
+}
+
+// By name and metadata only: the operator never lists, watches or reads the values of a
+// Secret. Whether a key exists is the kubelet's to say (CreateContainerConfigError, which
+// the Ready condition then quotes).
+std::optional<std::string> Controller::secret_version(const std::string& ns,
+                                                      const std::string& name) {
+  const std::string key = ns + "/" + name;
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(applied_mu_);
+    auto it = secret_versions_.find(key);
+    if (it != secret_versions_.end() && now - it->second.second < kSecretVersionFresh) {
+      return it->second.first;
+    }
+  }
+  try {
+    Json meta = client_.get_metadata(kSecrets, ns, name);
+    std::string version =
+        name + "=" + meta.value("/metadata/resourceVersion"_json_pointer, std::string()) + "\n";
+    std::lock_guard lock(applied_mu_);
+    secret_versions_[key] = {version, now};
+    return version;
+  } catch (const kube::ApiError& e) {
+    if (e.is_not_found()) {
+      std::lock_guard lock(applied_mu_);
+      secret_versions_.erase(key);
+      return std::nullopt;
+    }
+    throw;
+  }
+}
+
+}  // namespace outbox::controller

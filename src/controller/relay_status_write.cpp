@@ -1,0 +1,154 @@
+#include "controller/controller.hpp"
+
+#include <spdlog/spdlog.h>
+
+// Writing what the reconciler found: the status (computed by relay_status), Events for
+// conditions that turned on, and clearing a relay's stale report of its own problem.
+namespace outbox::controller {
+namespace {
+
+const kube::Resource kPods{"", "v1", "pods", true};
+
+}  // namespace
+
+bool Controller::update_status(const Json& relay, const std::optional<Problem>& problem,
+                               std::stop_token stop) {
+  const std::string ns = ns_of(relay);
+  const std::string name = name_of(relay);
+  std::optional<Json> deployment;
+  if (kube::Informer* d = informer_for(owned::deployments, ns)) {
+    deployment = d->get(ns + "/" + RelayNames(name).deployment);
+  }
+  std::string detail;
+  auto compute = [&](const Json& observed) {
+    return compute_status({observed, deployment ? &*deployment : nullptr, problem,
+                           std::chrono::system_clock::now(), detail});
+  };
+  Json desired = compute(relay);
+  if (relays_not_ready(desired) && deployment &&
+      deployment->value("/status/replicas"_json_pointer, 0) > 0) {
+    detail = pods_detail(relay);
+    desired = compute(relay);
+  }
+  const bool not_ready = relays_not_ready(desired);
+  throw_if_stopped(stop);
+  clear_relay_problem(relay, not_ready);
+  if (status_matches(desired, relay.value("status", Json::object()))) {
+    return not_ready;
+  }
+  // About to write. Transitions must be judged against what the apiserver has: a cache that
+  // has not seen this process's previous status write yet would move lastTransitionTime and
+  // repeat Events, so then the live status is read first.
+  Json observed = relay;
+  if (!status_cache_current(relay)) {
+    observed["status"] = client_.get(kOutboxRelays, ns, name).value("status", Json::object());
+    desired = compute(observed);
+  }
+  const Json before = observed.value("status", Json::object());
+  if (status_matches(desired, before)) {
+    return not_ready;
+  }
+  throw_if_stopped(stop);
+  write_status(relay, desired, before);
+  return not_ready;
+}
+
+// Only for a resource whose Deployment has pods that are not all ready, and one list per
+// look: no pod informer, whose cache would hold every relay pod of the cluster. Served from
+// the apiserver's watch cache (resourceVersion 0), not from etcd.
+std::string Controller::pods_detail(const Json& relay) {
+  kube::ListOptions by_relay;
+  by_relay.label_selector = relay_selector(name_of(relay));
+  by_relay.resource_version = "0";
+  return not_ready_detail(client_.list(kPods, ns_of(relay), by_relay),
+                          relay.value("status", Json::object()), std::chrono::system_clock::now());
+}
+
+// The cache is known to be current when it shows the resourceVersion our last write returned,
+// or when this process never wrote this status (its informer has watched it since before it
+// led).
+bool Controller::status_cache_current(const Json& relay) {
+  const std::string cached_version = relay.at("metadata").value("resourceVersion", "");
+  std::lock_guard lock(applied_mu_);
+  auto it = status_written_.find(ns_of(relay) + "/" + name_of(relay));
+  return it == status_written_.end() || it->second == cached_version;
+}
+
+void Controller::write_status(const Json& relay, const Json& desired, const Json& before) {
+  const std::string ns = ns_of(relay);
+  const std::string name = name_of(relay);
+  Json written = client_.apply_status(kOutboxRelays, ns,
+                                      {{"apiVersion", "outbox.dev/v1alpha1"},
+                                       {"kind", "OutboxRelay"},
+                                       {"metadata", {{"name", name}, {"namespace", ns}}},
+                                       {"status", desired}},
+                                      kFieldManager, true);
+  status_writes_.inc();
+  {
+    std::lock_guard lock(applied_mu_);
+    status_written_[ns + "/" + name] = written.at("metadata").value("resourceVersion", "");
+  }
+  for (const char* type : {"Degraded", "Stalled", "JobFailed"}) {
+    Json now = find_condition(desired, type);
+    Json was = find_condition(before, type);
+    // An Event when the condition turns on, or stays on for a different reason (a missing
+    // Secret fixed, then an object refused): each is a new thing for a person to act on.
+    bool news = now.value("status", "") == "True" &&
+                (!was.is_object() || was.value("status", "") != "True" ||
+                 was.value("reason", "") != now.value("reason", ""));
+    if (news) {
+      record_event(relay, now.at("reason"), now.at("message"));
+    }
+  }
+}
+
+// The relay pod that wrote status.relayProblem clears it once ready, but a pod replaced while
+// not ready (the usual way its problem gets fixed: a new Secret, a new spec) never comes back
+// to. So the operator removes it once every relay pod is ready, or once no pod has repeated it
+// for kRelayProblemFresh. A merge patch, as it is another manager's field.
+void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
+  const Json status = relay.value("status", Json::object());
+  if (!status.contains("relayProblem")) {
+    return;
+  }
+  if (not_ready &&
+      relay_problem_fresh(status.at("relayProblem"), std::chrono::system_clock::now())) {
+    return;
+  }
+  client_.merge_patch(kOutboxRelays, ns_of(relay), name_of(relay),
+                      {{"status", {{"relayProblem", nullptr}}}}, "status");
+  status_writes_.inc();
+}
+
+// Best effort: an Event that cannot be written is logged, never retried.
+void Controller::record_event(const Json& relay, const std::string& reason,
+                              const std::string& message) {
+  const std::string now = format_time(std::chrono::system_clock::now());
+  try {
+    client_.create(kube::resources::events, ns_of(relay),
+                   {{"apiVersion", "v1"},
+                    {"kind", "Event"},
+                    {"metadata", {{"generateName", name_of(relay) + "."}}},
+                    {"involvedObject",
+                     {{"apiVersion", "outbox.dev/v1alpha1"},
+                      {"kind", "OutboxRelay"},
+                      {"name", name_of(relay)},
+                      {"namespace", ns_of(relay)},
+                      {"uid", relay.at("metadata").value("uid", "")}}},
+                    {"type", "Warning"},
+                    {"reason", reason},
+                    {"message", message},
+                    {"source", {{"component", "outbox-operator"}}},
+                    {"reportingComponent", "outbox-operator"},
+                    {"reportingInstance", options_.identity},
+                    {"firstTimestamp", now},
+                    {"lastTimestamp", now},
+                    {"count", 1}});
+    events_.inc();
+  } catch (const std::exception& e) {
+    spdlog::warn("could not record Event {} for {}/{}: {}", reason, ns_of(relay), name_of(relay),
+                 e.what());
+  }
+}
+
+}  // namespace outbox::controller

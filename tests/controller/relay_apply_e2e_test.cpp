@@ -1,0 +1,302 @@
+// Applying owned objects against a real kube-apiserver and etcd (no kubelet, no
+// controller-manager): they appear, follow the spec, come back, are replaced when immutable,
+// and a refusal makes the resource Degraded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "controller_e2e.hpp"
+
+namespace outbox::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "owned-" + ns);
+  Json created = client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  const std::string uid = created.at("metadata").at("uid");
+
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  Json dep = get(owned::deployments, "orders-relay");
+  EXPECT_EQ(dep.at("/spec/replicas"_json_pointer), 2);
+  const Json owner = dep.at("/metadata/ownerReferences/0"_json_pointer);
+  EXPECT_EQ(owner.at("uid"), uid);
+  EXPECT_EQ(owner.at("kind"), "OutboxRelay");
+  EXPECT_TRUE(owner.at("controller").get<bool>());
+  EXPECT_TRUE(owner.at("blockOwnerDeletion").get<bool>());
+  const Json pod = dep.at("/spec/template/spec"_json_pointer);
+  const Json c = pod.at("/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("image"), "ghcr.io/outbox-operator/outbox-operator:test");
+  EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
+  EXPECT_EQ(c.at("/env/0/valueFrom/secretKeyRef"_json_pointer),
+            Json({{"name", "orders-db"}, {"key", "dsn"}}));
+  EXPECT_TRUE(has_arg(c, "--report-status=" + ns + "/orders"));
+  EXPECT_TRUE(has_arg(c, "--route=order=orders.v1"));
+  EXPECT_EQ(c.at("/readinessProbe/httpGet/path"_json_pointer), "/readyz");
+  EXPECT_EQ(c.at("/livenessProbe/httpGet/path"_json_pointer), "/healthz");
+  EXPECT_TRUE(pod.at("/securityContext/runAsNonRoot"_json_pointer).get<bool>());
+  EXPECT_EQ(pod.at("/securityContext/runAsUser"_json_pointer), 65532);
+  EXPECT_EQ(pod.at("/securityContext/seccompProfile/type"_json_pointer), "RuntimeDefault");
+  EXPECT_TRUE(c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
+  EXPECT_FALSE(c.at("/securityContext/allowPrivilegeEscalation"_json_pointer).get<bool>());
+  EXPECT_EQ(c.at("/securityContext/capabilities/drop"_json_pointer), Json::array({"ALL"}));
+  EXPECT_EQ(pod.at("serviceAccountName"), "orders-relay");
+  const std::string hash1 =
+      dep.at("/spec/template/metadata/annotations"_json_pointer).at(kConfigHashAnnotation);
+
+  Json comp = get(owned::cron_jobs, "orders-compensate");
+  EXPECT_EQ(comp.at("/spec/schedule"_json_pointer), "*/2 * * * *");
+  EXPECT_EQ(comp.at("/spec/concurrencyPolicy"_json_pointer), "Forbid");
+  EXPECT_FALSE(comp.at("/spec/suspend"_json_pointer).get<bool>());
+  Json comp_c = comp.at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_EQ(comp_c.at("/args/0"_json_pointer), "compensate");
+  EXPECT_TRUE(has_arg(comp_c, "--stale-after=3m"));
+  EXPECT_TRUE(comp_c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
+  Json clean = get(owned::cron_jobs, "orders-cleanup");
+  EXPECT_EQ(clean.at("/spec/schedule"_json_pointer), "0 4 * * *");
+  EXPECT_TRUE(has_arg(clean.at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer),
+                      "--keep-sent=24h"));
+  Json svc = get(owned::services, "orders-metrics");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1name"_json_pointer), "outbox-relay");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1instance"_json_pointer), "orders");
+  EXPECT_EQ(svc.at("/metadata/labels/app.kubernetes.io~1managed-by"_json_pointer),
+            "outbox-operator");
+  EXPECT_EQ(svc.at("/spec/ports/0/name"_json_pointer), "metrics");
+  EXPECT_EQ(svc.at("/spec/clusterIP"_json_pointer), "None");
+  EXPECT_EQ(
+      get(owned::pod_disruption_budgets, "orders-relay").at("/spec/maxUnavailable"_json_pointer),
+      1);
+  Json role = get(owned::roles, "orders-relay");
+  EXPECT_EQ(role.at("/rules/1/resources/0"_json_pointer), "outboxrelays/status");
+  EXPECT_EQ(get(owned::role_bindings, "orders-relay").at("/subjects/0/name"_json_pointer),
+            "orders-relay");
+  EXPECT_NO_THROW(get(owned::service_accounts, "orders-relay"));
+  EXPECT_NO_THROW(get(owned::config_maps, "orders-config"));
+  EXPECT_EQ(relay("orders").at("/status/relay/selector"_json_pointer), relay_selector("orders"));
+
+  // Edit the spec: replicas, a schedule and a relay setting (which rolls the pods).
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"spec",
+                       {{"relay", {{"replicas", 3}, {"batchSize", 50}}},
+                        {"compensation", {{"schedule", "*/7 * * * *"}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 3 &&
+               get(owned::cron_jobs, "orders-compensate").at("/spec/schedule"_json_pointer) ==
+                   "*/7 * * * *" &&
+               observed("orders");
+      },
+      20s));
+  dep = get(owned::deployments, "orders-relay");
+  EXPECT_TRUE(has_arg(dep.at("/spec/template/spec/containers/0"_json_pointer), "--batch-size=50"));
+  EXPECT_NE(dep.at("/spec/template/metadata/annotations"_json_pointer).at(kConfigHashAnnotation),
+            hash1);
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer), 2);
+
+  // Drift: the owned Deployment deleted, and a CronJob edited by hand.
+  const std::string old_uid = dep.at("/metadata/uid"_json_pointer);
+  client.remove(owned::deployments, ns, "orders-relay");
+  client.merge_patch(owned::cron_jobs, ns, "orders-cleanup",
+                     {{"spec", {{"schedule", "1 1 * * *"}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json d = get(owned::deployments, "orders-relay");
+        return d.at("/metadata/uid"_json_pointer) != old_uid &&
+               d.at("/spec/replicas"_json_pointer) == 3 &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/schedule"_json_pointer) ==
+                   "0 4 * * *";
+      },
+      20s));
+
+  // One replica: no PodDisruptionBudget.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"relay", {{"replicas", 1}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          get(owned::pod_disruption_budgets, "orders-relay");
+          return false;
+        } catch (const kube::ApiError& e) {
+          return e.is_not_found() &&
+                 get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 1;
+        }
+      },
+      20s));
+
+  // Suspend: scaled to zero, both CronJobs suspended, Ready=False Suspended.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"suspend", true}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 0 &&
+               get(owned::cron_jobs, "orders-compensate").at("/spec/suspend"_json_pointer) ==
+                   true &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/suspend"_json_pointer) == true &&
+               condition(relay("orders"), "Ready").value("reason", "") == "Suspended";
+      },
+      20s));
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer),
+            relay("orders").at("/metadata/generation"_json_pointer));
+}
+
+// Releases before the headless Service gave each relay's metrics Service a ClusterIP, which
+// cannot change in place: the operator deletes it and creates it again, headless.
+TEST_F(ControllerE2E, AMetricsServiceWithAClusterIPFromAnOlderReleaseBecomesHeadless) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  Json created = client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  Json old = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata",
+               {{"name", "orders-metrics"},
+                {"labels",
+                 {{"app.kubernetes.io/name", "outbox-relay"},
+                  {"app.kubernetes.io/instance", "orders"},
+                  {"app.kubernetes.io/component", "relay"},
+                  {"app.kubernetes.io/managed-by", "outbox-operator"}}},
+                {"ownerReferences", Json::array({{{"apiVersion", "outbox.dev/v1alpha1"},
+                                                  {"kind", "OutboxRelay"},
+                                                  {"name", "orders"},
+                                                  {"uid", created.at("/metadata/uid"_json_pointer)},
+                                                  {"controller", true}}})}}},
+              {"spec",
+               {{"selector", {{"app.kubernetes.io/instance", "orders"}}},
+                {"ports", Json::array({{{"name", "metrics"}, {"port", 8080}}})}}}};
+  const std::string old_uid =
+      client.create(owned::services, ns, old).at("/metadata/uid"_json_pointer);
+  ASSERT_NE(get(owned::services, "orders-metrics").at("/spec/clusterIP"_json_pointer), "None");
+
+  testing::ControllerProcess ctl(ns, {}, "headless-" + ns);
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          return get(owned::services, "orders-metrics").at("/spec/clusterIP"_json_pointer) ==
+                 "None";
+        } catch (const kube::ApiError&) {
+          return false;  // between the delete and the create
+        }
+      },
+      20s));
+  Json svc = get(owned::services, "orders-metrics");
+  EXPECT_NE(svc.at("/metadata/uid"_json_pointer), old_uid);
+  EXPECT_EQ(svc.at("/metadata/ownerReferences/0/uid"_json_pointer),
+            created.at("/metadata/uid"_json_pointer));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Degraded").value("status", ""), "False");
+}
+
+// The apiserver refuses one owned object (here through a ValidatingAdmissionPolicy, so the test
+// does not depend on which specs the CRD lets through): the resource says so in its status,
+// with the apiserver's words and the object's name, and recovers once the refusal stops.
+TEST_F(ControllerE2E, AnOwnedObjectTheApiserverRefusesMakesTheResourceDegraded) {
+  const kube::Resource policies{"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                                false};
+  const kube::Resource bindings{"admissionregistration.k8s.io", "v1",
+                                "validatingadmissionpolicybindings", false};
+  const std::string policy = "refuse-0-5-" + ns;
+  client.create(
+      policies, "",
+      {{"apiVersion", "admissionregistration.k8s.io/v1"},
+       {"kind", "ValidatingAdmissionPolicy"},
+       {"metadata", {{"name", policy}}},
+       {"spec",
+        {{"failurePolicy", "Fail"},
+         {"matchConstraints",
+          {{"resourceRules", Json::array({{{"apiGroups", {"batch"}},
+                                           {"apiVersions", {"v1"}},
+                                           {"operations", {"CREATE", "UPDATE"}},
+                                           {"resources", {"cronjobs"}}}})}}},
+         {"validations", Json::array({{{"expression", "object.spec.schedule != '0 5 * * *'"},
+                                       {"message", "no jobs at five in this test"}}})}}}});
+  auto bind = [&] {
+    client.create(
+        bindings, "",
+        {{"apiVersion", "admissionregistration.k8s.io/v1"},
+         {"kind", "ValidatingAdmissionPolicyBinding"},
+         {"metadata", {{"name", policy}}},
+         {"spec",
+          {{"policyName", policy},
+           {"validationActions", {"Deny"}},
+           {"matchResources",
+            {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", ns}}}}}}}}}});
+    // The policy takes effect asynchronously: wait until a dry run is refused.
+    ASSERT_TRUE(eventually(
+        [&] {
+          try {
+            testing::kubectl("-n " + ns +
+                             " create cronjob probe --image=x --schedule='0 5 * * *' "
+                             "--dry-run=server");
+            return false;
+          } catch (const std::exception&) {
+            return true;
+          }
+        },
+        20s));
+  };
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "refused-" + ns);
+
+  // A healthy resource, then an edit the apiserver refuses for the retention CronJob.
+  client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return observed("orders") &&
+               condition(relay("orders"), "Degraded").value("status", "") == "False";
+      },
+      20s));
+  bind();
+  if (HasFatalFailure()) {
+    return;
+  }
+  client.merge_patch(
+      kOutboxRelays, ns, "orders",
+      {{"spec", {{"relay", {{"replicas", 3}}}, {"retention", {{"schedule", "0 5 * * *"}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "Degraded").value("status", "") == "True"; }, 20s));
+  Json degraded = condition(relay("orders"), "Degraded");
+  const std::string message = degraded.at("message");
+  EXPECT_EQ(degraded.at("reason"), "ApplyFailed");
+  EXPECT_NE(message.find("CronJob orders-cleanup"), std::string::npos) << message;
+  EXPECT_NE(message.find("no jobs at five in this test"), std::string::npos) << message;
+  EXPECT_EQ(relay("orders").at("/status/observedGeneration"_json_pointer), 2);
+  EXPECT_EQ(degraded.at("observedGeneration"), 2);
+  EXPECT_EQ(condition(relay("orders"), "Ready").value("status", ""), "False");
+  // The objects the apiserver accepted are applied all the same.
+  EXPECT_EQ(get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer), 3);
+  ASSERT_TRUE(eventually([&] { return warning_events("ApplyFailed").size() == 1; }, 10s));
+  EXPECT_NE(
+      warning_events("ApplyFailed")[0].at("message").get<std::string>().find("orders-cleanup"),
+      std::string::npos);
+  EXPECT_EQ(warning_events("ApplyFailed")[0].at("/involvedObject/name"_json_pointer), "orders");
+
+  // A new resource refused from the start also gets a status and observedGeneration 1.
+  Json spec = base_spec();
+  spec["compensation"]["schedule"] = "0 5 * * *";
+  client.create(kOutboxRelays, ns, relay_object("billing", spec));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("billing"), "Degraded").value("reason", "") == "ApplyFailed" &&
+               relay("billing").at("/status/observedGeneration"_json_pointer) == 1;
+      },
+      20s));
+  EXPECT_NE(condition(relay("billing"), "Degraded")
+                .at("message")
+                .get<std::string>()
+                .find("CronJob billing-compensate"),
+            std::string::npos);
+
+  // The refusal stops: the retry applies the CronJob and Degraded clears.
+  client.remove(bindings, "", policy);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("orders"), "Degraded").value("status", "") == "False" &&
+               get(owned::cron_jobs, "orders-cleanup").at("/spec/schedule"_json_pointer) ==
+                   "0 5 * * *";
+      },
+      40s));
+  client.remove(policies, "", policy);
+}
+
+}  // namespace
+}  // namespace outbox::controller

@@ -1,0 +1,256 @@
+// The status against a real kube-apiserver and, for the backlog report and the jobs' last
+// runs, the real binary against the test bed's PostgreSQL and Kafka.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <pqxx/pqxx>
+
+#include "../jobs/cli_runner.hpp"
+#include "controller_e2e.hpp"
+#include "relay_fixture.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+TEST_F(ControllerE2E, StalledFromTheReportedBacklogAndClearedWhenItDrains) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://x"}});
+  testing::ControllerProcess ctl(ns, {}, "stalled-" + ns);
+  Json spec = base_spec();
+  spec["monitoring"] = {{"stuckAfter", "30s"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Stalled").value("reason", ""), "NoBacklogReport");
+
+  auto report = [&](double oldest, long long pending) {
+    client.apply_status(kOutboxRelays, ns,
+                        {{"apiVersion", "outbox.dev/v1alpha1"},
+                         {"kind", "OutboxRelay"},
+                         {"metadata", {{"name", "orders"}}},
+                         {"status",
+                          {{"backlog",
+                            {{"pending", pending},
+                             {"failed", 0},
+                             {"oldestPendingSeconds", oldest},
+                             {"measuredAt", "2030-01-01T00:00:00Z"}}}}}},
+                        kRelayFieldManager);
+  };
+  report(45.5, 120);
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "Stalled").value("status", "") == "True"; }, 20s));
+  EXPECT_EQ(condition(relay("orders"), "Stalled").at("reason"), "EventsStuck");
+  ASSERT_TRUE(eventually([&] { return warning_events("EventsStuck").size() == 1; }, 10s));
+  // The operator's status applies leave the relay's field alone.
+  EXPECT_EQ(relay("orders").at("/status/backlog/pending"_json_pointer), 120);
+
+  report(0.2, 0);
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json c = condition(relay("orders"), "Stalled");
+        return c.value("status", "") == "False" && c.value("reason", "") == "BacklogFresh";
+      },
+      20s));
+}
+
+// The relay binary, started with the arguments the controller rendered into the Deployment,
+// reports the backlog it measures; it shows in `kubectl get obr`; events stuck behind an
+// unreachable broker make the resource Stalled; a relay with the real broker drains them.
+TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
+  outbox::testing::OutboxTestTable table;
+  testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
+  testing::ControllerProcess ctl(ns, {}, "backlog-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table.table.plain();
+  spec["kafka"] = {{"bootstrapServers", "127.0.0.1:1"}, {"topic", table.topic}};
+  spec["monitoring"] = {{"stuckAfter", "3s"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  auto relay_args = [&] {
+    Json c =
+        get(owned::deployments, "orders-relay").at("/spec/template/spec/containers/0"_json_pointer);
+    std::vector<std::string> args = {OUTBOX_BINARY};
+    for (const Json& a : c.at("args")) {
+      std::string s = a;
+      args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
+    }
+    args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
+    args.push_back("--report-interval=1s");
+    args.push_back("--message-timeout=2s");
+    return args;
+  };
+  table.insert(5, 2);
+  auto stuck = std::make_unique<testing::Process>(
+      relay_args(), std::map<std::string, std::string>{{"OUTBOX_DSN", table.dsn}},
+      ::testing::TempDir() + "relay-stuck-" + ns + ".log");
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json r = relay("orders");
+        return r.value("status", Json::object()).contains("backlog") &&
+               r.at("/status/backlog/pending"_json_pointer) == 5 &&
+               condition(r, "Stalled").value("status", "") == "True";
+      },
+      40s));
+  std::string out = testing::kubectl("-n " + ns + " get obr orders");
+  EXPECT_NE(out.find("PENDING"), std::string::npos) << out;
+  std::string row = out.substr(out.find('\n') + 1);
+  EXPECT_NE(row.find(" 5 "), std::string::npos) << out;
+  Json managers = relay("orders").at("/metadata/managedFields"_json_pointer);
+  bool relay_manager = false;
+  for (const Json& m : managers) {
+    relay_manager |=
+        m.value("manager", "") == kRelayFieldManager && m.value("subresource", "") == "status";
+  }
+  EXPECT_TRUE(relay_manager) << managers.dump();
+
+  // Point the resource at the real broker; run the relay with the new arguments.
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"spec", {{"kafka", {{"bootstrapServers", testbed::kafka_bootstrap()}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return has_arg(get(owned::deployments, "orders-relay")
+                           .at("/spec/template/spec/containers/0"_json_pointer),
+                       "--brokers=" + testbed::kafka_bootstrap());
+      },
+      20s));
+  stuck->kill9();
+  testing::Process draining(relay_args(), {{"OUTBOX_DSN", table.dsn}},
+                            ::testing::TempDir() + "relay-drain-" + ns + ".log");
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json r = relay("orders");
+        return r.at("/status/backlog/pending"_json_pointer) == 0 &&
+               condition(r, "Stalled").value("status", "") == "False";
+      },
+      60s));
+  EXPECT_EQ(table.count("status = 1"), 5);
+}
+
+// The compensation and retention jobs, run by the real binary with the arguments the controller
+// rendered into their CronJobs, write status.lastCompensation and status.lastCleanup with the
+// right counts; a failed database run exits non-zero and says Failed, which the controller turns
+// into JobFailed=True until a run succeeds; the controller's status writes keep both fields; a
+// status report that cannot be written leaves the exit code alone.
+TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
+  outbox::testing::OutboxTestTable table;
+  testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
+  testing::ControllerProcess ctl(ns, {}, "jobs-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table.table.plain();
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", table.topic}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  // The command line of a CronJob's pod, run here with the admin kubeconfig in place of the
+  // ServiceAccount token; each argument single-quoted for the shell.
+  auto job_command = [&](const std::string& cron_job,
+                         const std::map<std::string, std::string>& replace = {}) {
+    Json c = get(owned::cron_jobs, cron_job)
+                 .at("/spec/jobTemplate/spec/template/spec/containers/0"_json_pointer);
+    std::string cmd = OUTBOX_BINARY;
+    for (const Json& a : c.at("args")) {
+      std::string s = a;
+      for (const auto& [prefix, value] : replace) {
+        if (s.rfind(prefix, 0) == 0) {
+          s = prefix + value;
+        }
+      }
+      cmd += " '" + s + "'";
+    }
+    return cmd + " '--kubeconfig=" + testbed::kubeconfig_path() + "'";
+  };
+
+  table.insert(10, 3);  // no relay runs: the compensation run publishes all of them
+  auto comp = outbox::testing::run_cli(table.dsn, job_command("orders-compensate"));
+  ASSERT_EQ(comp.exit_code, 0) << comp.output;
+  EXPECT_EQ(table.count("status = 1"), 10);
+  Json r = relay("orders");
+  ASSERT_TRUE(r.contains("/status/lastCompensation"_json_pointer)) << r.at("status").dump();
+  Json comp_status = r.at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(comp_status.at("resent"), 10);
+  EXPECT_EQ(comp_status.at("failed"), 0);
+  EXPECT_FALSE(comp_status.contains("message"));
+  EXPECT_TRUE(comp_status.at("time").is_string());
+  EXPECT_FALSE(condition(r, "Ready").empty()) << "the controller's conditions are still there";
+
+  // Six of the ten sent events are past spec.retention.keepSent (24h; retention ages events by
+  // created_at).
+  {
+    pqxx::connection conn(table.dsn);
+    pqxx::work tx(conn);
+    tx.exec("UPDATE " + table.table.quoted() +
+            " SET created_at = now() - interval '2 days' WHERE id IN (SELECT id FROM " +
+            table.table.quoted() + " ORDER BY id LIMIT 6)");
+    tx.commit();
+  }
+  auto clean = outbox::testing::run_cli(table.dsn, job_command("orders-cleanup"));
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_EQ(table.count("true"), 4);
+  r = relay("orders");
+  ASSERT_TRUE(r.contains("/status/lastCleanup"_json_pointer)) << r.at("status").dump();
+  Json clean_status = r.at("/status/lastCleanup"_json_pointer);
+  EXPECT_EQ(clean_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(clean_status.at("removed"), 6);
+  EXPECT_EQ(clean_status.at("archived"), 0);
+  EXPECT_EQ(r.at("/status/lastCompensation"_json_pointer), comp_status)
+      << "the cleanup job left the compensation's field alone";
+
+  // A spec change makes the controller write its status again (observedGeneration): a
+  // server-side apply of only its own fields, which keeps the jobs' fields.
+  client.merge_patch(kOutboxRelays, ns, "orders", {{"spec", {{"relay", {{"replicas", 3}}}}}});
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  r = relay("orders");
+  EXPECT_EQ(r.at("/status/lastCompensation"_json_pointer), comp_status);
+  EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
+
+  // A run whose database is unreachable exits non-zero and reports Failed with the reason; the
+  // counts of the previous run do not stay beside it.
+  auto failed = outbox::testing::run_cli("postgresql://outbox@127.0.0.1:1/none?connect_timeout=2",
+                                         job_command("orders-compensate"));
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  r = relay("orders");
+  Json failed_status = r.at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(failed_status.at("outcome"), "Failed") << failed_status.dump();
+  EXPECT_NE(failed_status.value("message", "").find("compensation failed"), std::string::npos)
+      << failed_status.dump();
+  EXPECT_FALSE(failed_status.contains("resent")) << failed_status.dump();
+  EXPECT_EQ(r.at("/status/lastCleanup"_json_pointer), clean_status);
+  EXPECT_FALSE(condition(r, "Ready").empty());
+  EXPECT_TRUE(eventually(
+      [&] {
+        Json c = condition(relay("orders"), "JobFailed");
+        return c.value("status", "") == "True" && c.value("reason", "") == "CompensationFailed";
+      },
+      20s))
+      << relay("orders").at("status").dump();
+  EXPECT_EQ(relay("orders").at("/status/lastCompensation/outcome"_json_pointer), "Failed")
+      << "the controller's write kept the failed run";
+
+  // The next good run clears the message again.
+  comp = outbox::testing::run_cli(table.dsn, job_command("orders-compensate"));
+  ASSERT_EQ(comp.exit_code, 0) << comp.output;
+  comp_status = relay("orders").at("/status/lastCompensation"_json_pointer);
+  EXPECT_EQ(comp_status.at("outcome"), "Succeeded");
+  EXPECT_EQ(comp_status.at("resent"), 0);
+  EXPECT_FALSE(comp_status.contains("message")) << comp_status.dump();
+  EXPECT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "JobFailed").value("status", "") == "False"; }, 20s))
+      << relay("orders").at("status").dump();
+
+  // A status report that cannot be written (no such OutboxRelay) is logged; the exit code stays
+  // the database run's.
+  auto orphan = outbox::testing::run_cli(
+      table.dsn, job_command("orders-cleanup", {{"--report-status=", ns + "/missing"}}));
+  EXPECT_EQ(orphan.exit_code, 0) << orphan.output;
+  EXPECT_NE(orphan.output.find("could not report status.lastCleanup"), std::string::npos)
+      << orphan.output;
+}
+
+}  // namespace
+}  // namespace outbox::controller

@@ -1,0 +1,153 @@
+// The status (relay_status): observations -> conditions, pure.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "controller/relay_resources.hpp"
+#include "controller/relay_status.hpp"
+#include "relay_sample.hpp"
+
+namespace outbox::controller {
+namespace {
+
+Json relay(const Json& spec_patch = Json::object()) {
+  return testing::sample_relay(spec_patch);
+}
+
+TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay();
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
+      "False");
+  r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}, {"resent", 3}}},
+                 {"lastCleanup",
+                  {{"outcome", "Failed"},
+                   {"time", "2026-01-02T03:04:05Z"},
+                   {"message", "cleanup failed: no route"}}}};
+  Json failed = find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed");
+  EXPECT_EQ(failed.at("status"), "True");
+  EXPECT_EQ(failed.at("reason"), "CleanupFailed");
+  EXPECT_NE(failed.at("message").get<std::string>().find("cleanup failed: no route"),
+            std::string::npos);
+  EXPECT_NE(failed.at("message").get<std::string>().find("2026-01-02T03:04:05Z"),
+            std::string::npos);
+  r["status"]["lastCompensation"]["outcome"] = "Failed";
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("reason"),
+      "CompensationCleanupFailed");
+  r["status"]["lastCompensation"]["outcome"] = "Succeeded";
+  r["status"]["lastCleanup"]["outcome"] = "Succeeded";
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
+      "False");
+}
+
+TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
+  using namespace std::chrono;
+  auto t0 = system_clock::time_point(seconds(1'700'000'000));
+  Json r = relay({{"monitoring", {{"stuckAfter", "10s"}}}});
+  Json s1 = compute_status({r, nullptr, Problem{"SecretNotFound", "m"}, t0, ""});
+  EXPECT_EQ(find_condition(s1, "Degraded").at("status"), "True");
+  EXPECT_EQ(find_condition(s1, "Ready").at("reason"), "SecretNotFound");
+  r["status"] = s1;
+  Json s2 = compute_status({r, nullptr, Problem{"SecretKeyMissing", "m2"}, t0 + seconds(60), ""});
+  EXPECT_EQ(find_condition(s2, "Degraded").at("lastTransitionTime"), format_time(t0));
+  r["status"] = s2;
+  Json s3 = compute_status({r, nullptr, std::nullopt, t0 + seconds(120), ""});
+  EXPECT_EQ(find_condition(s3, "Degraded").at("lastTransitionTime"),
+            format_time(t0 + seconds(120)));
+  EXPECT_FALSE(status_matches(s3, s2));
+  r["status"] = s3;
+  EXPECT_TRUE(
+      status_matches(compute_status({r, nullptr, std::nullopt, t0 + seconds(500), ""}), s3));
+}
+
+TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay({{"monitoring", {{"stuckAfter", "1m30s"}}}});
+  Json dep = {
+      {"metadata", {{"generation", 4}}},
+      {"status",
+       {{"observedGeneration", 4}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 2}}}};
+  r["status"] = {{"backlog", {{"oldestPendingSeconds", 91.0}}}};
+  Json s = compute_status({r, &dep, std::nullopt, now, ""});
+  EXPECT_EQ(find_condition(s, "Ready").at("status"), "True");
+  EXPECT_EQ(find_condition(s, "Progressing").at("status"), "False");
+  EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "EventsStuck");
+  EXPECT_EQ(s.at("/relay/readyReplicas"_json_pointer), 2);
+  EXPECT_EQ(s.at("observedGeneration"), 3);
+  r["status"]["backlog"]["oldestPendingSeconds"] = 89.0;
+  EXPECT_EQ(
+      find_condition(compute_status({r, &dep, std::nullopt, now, ""}), "Stalled").at("status"),
+      "False");
+  dep["status"]["readyReplicas"] = 1;
+  Json s2 = compute_status({r, &dep, std::nullopt, now, ""});
+  EXPECT_EQ(find_condition(s2, "Ready").at("reason"), "RelaysNotReady");
+  EXPECT_EQ(find_condition(s2, "Ready").at("message"), "1 of 2 relay pods ready.");
+  EXPECT_TRUE(relays_not_ready(s2));
+  EXPECT_FALSE(relays_not_ready(s));
+  EXPECT_EQ(find_condition(s2, "Progressing").at("status"), "True");
+  Json s3 = compute_status({r, &dep, std::nullopt, now, "pod p: ImagePullBackOff."});
+  EXPECT_EQ(find_condition(s3, "Ready").at("message"),
+            "1 of 2 relay pods ready. pod p: ImagePullBackOff.");
+}
+
+// What the kubelet and the relays say about pods that are not ready, shaped as the apiserver
+// returns it (a PodList as v1.37 writes it for these cases).
+TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
+  using namespace std::chrono;
+  const auto now = system_clock::time_point(seconds(1'700'000'000));
+  auto pod = [](const std::string& name, Json status) {
+    return Json{{"metadata", {{"name", name}}}, {"status", std::move(status)}};
+  };
+  auto waiting = [](const std::string& reason, const std::string& message) {
+    Json w = {{"reason", reason}};
+    if (!message.empty()) {
+      w["message"] = message;
+    }
+    return Json{{"state", {{"waiting", w}}}, {"ready", false}};
+  };
+  auto containers = [](Json status) {
+    return Json{{"containerStatuses", Json::array({std::move(status)})}};
+  };
+  Json crashed = waiting("CrashLoopBackOff", "back-off 20s");
+  crashed["lastState"]["terminated"] = {{"exitCode", 2},
+                                        {"message", "line one\nrelay: bad --table\n"}};
+  Json unschedulable = {{"conditions", Json::array({{{"type", "PodScheduled"},
+                                                     {"status", "False"},
+                                                     {"reason", "Unschedulable"},
+                                                     {"message", "0/1 nodes are available"}}})}};
+  Json leaving = pod("r-5", containers(waiting("ErrImagePull", "")));
+  leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  Json pods = {{"items", Json::array({
+                             pod("r-1", containers(waiting("CreateContainerConfigError",
+                                                           "couldn't find key dsn in Secret "
+                                                           "shop/db"))),
+                             // Still being created: waiting is normal, not a reason.
+                             pod("r-2", containers(waiting("ContainerCreating", ""))),
+                             pod("r-3", containers(crashed)),
+                             pod("r-4", unschedulable),
+                             // Going away: not the reason.
+                             leaving,
+                         })}};
+  Json fresh = {{"relayProblem",
+                 {{"pod", "r-6"},
+                  {"message", "table public.outbox_event is not migrated: run migrate"},
+                  {"reportedAt", format_time(now - seconds(20))}}}};
+  const std::string detail = not_ready_detail(pods, fresh, now);
+  EXPECT_EQ(detail,
+            "pod r-1: CreateContainerConfigError: couldn't find key dsn in Secret shop/db. "
+            "pod r-3: CrashLoopBackOff: back-off 20s; last exit code 2: relay: bad --table. "
+            "pod r-4: Unschedulable: 0/1 nodes are available. "
+            "relay pod r-6 reports: table public.outbox_event is not migrated: run migrate.");
+  Json stale = fresh;
+  stale["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
+  EXPECT_EQ(not_ready_detail(Json{{"items", Json::array()}}, stale, now), "");
+  EXPECT_EQ(not_ready_detail(Json::object(), Json::object(), now), "");
+  EXPECT_EQ(parse_time(format_time(now)), now);
+  EXPECT_EQ(parse_time("yesterday"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace outbox::controller
