@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <string_view>
 
@@ -107,8 +108,74 @@ Json dsn_env(const Json& relay) {
                            {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}}});
 }
 
-std::string kafka_secret_of(const Json& relay) {
-  return value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
+// Where the pods see TLS and authentication Secrets: only the keys the spec names, under fixed
+// file names the relay's flags point at (Strimzi's key names by default, see the CRD).
+const char kKafkaCaDir[] = "/etc/outbox/kafka-ca";
+const char kKafkaUserDir[] = "/etc/outbox/kafka-user";
+
+Json key_to_path(const Json& ref, const char* field, const char* fallback, const char* path) {
+  return {{"key", ref.value(field, std::string(fallback))}, {"path", path}};
+}
+
+}  // namespace
+
+std::vector<KafkaMount> kafka_mounts(const Json& relay) {
+  std::vector<KafkaMount> mounts;
+  const Json kafka = relay.at("spec").value("kafka", Json::object());
+  if (kafka.contains("configSecretRef")) {
+    mounts.push_back({"kafka-config", kafka.at("/configSecretRef/name"_json_pointer),
+                      "spec.kafka.configSecretRef", kKafkaConfigDir, Json()});
+  }
+  if (kafka.contains("tls")) {
+    const Json& ca = kafka.at("/tls/trustedCertificates/0"_json_pointer);
+    mounts.push_back({"kafka-ca", ca.at("secretName"), "spec.kafka.tls.trustedCertificates",
+                      kKafkaCaDir,
+                      Json::array({key_to_path(ca, "certificate", "ca.crt", "ca.crt")})});
+  }
+  const Json auth = kafka.value("authentication", Json::object());
+  if (auth.contains("certificateAndKey")) {
+    const Json& ck = auth.at("certificateAndKey");
+    mounts.push_back({"kafka-user", ck.at("secretName"),
+                      "spec.kafka.authentication.certificateAndKey", kKafkaUserDir,
+                      Json::array({key_to_path(ck, "certificate", "user.crt", "user.crt"),
+                                   key_to_path(ck, "key", "user.key", "user.key")})});
+  } else if (auth.contains("passwordSecret")) {
+    const Json& pw = auth.at("passwordSecret");
+    mounts.push_back({"kafka-user", pw.at("secretName"), "spec.kafka.authentication.passwordSecret",
+                      kKafkaUserDir,
+                      Json::array({key_to_path(pw, "password", "password", "password")})});
+  }
+  return mounts;
+}
+
+namespace {
+
+// The relay's flags for the mounted credentials (PublishOptions reads the files).
+void add_kafka_credential_args(const Json& relay, std::vector<std::string>& args) {
+  const Json kafka = relay.at("spec").value("kafka", Json::object());
+  if (kafka.contains("configSecretRef")) {
+    args.push_back(flag("kafka-config-dir", kKafkaConfigDir));
+  }
+  if (kafka.contains("tls")) {
+    args.push_back(flag("kafka-ca-file", std::string(kKafkaCaDir) + "/ca.crt"));
+  }
+  const Json auth = kafka.value("authentication", Json::object());
+  const std::string type = auth.value("type", "");
+  if (type == "tls") {
+    args.push_back(flag("kafka-cert-file", std::string(kKafkaUserDir) + "/user.crt"));
+    args.push_back(flag("kafka-key-file", std::string(kKafkaUserDir) + "/user.key"));
+  } else if (!type.empty()) {
+    const std::map<std::string, std::string> mechanisms = {
+        {"scram-sha-512", "SCRAM-SHA-512"}, {"scram-sha-256", "SCRAM-SHA-256"}, {"plain", "PLAIN"}};
+    const auto mechanism = mechanisms.find(type);
+    if (mechanism == mechanisms.end() || !auth.contains("username")) {
+      throw InvalidSpec("spec.kafka.authentication: type " + type +
+                        " needs username and passwordSecret");
+    }
+    args.push_back(flag("kafka-sasl-mechanism", mechanism->second));
+    args.push_back(flag("kafka-sasl-username", auth.at("username").get<std::string>()));
+    args.push_back(flag("kafka-sasl-password-file", std::string(kKafkaUserDir) + "/password"));
+  }
 }
 
 // Flags shared by `relay` and `compensate`: the table, Kafka and the publishing rules.
@@ -124,9 +191,7 @@ std::vector<std::string> publish_args(const Json& relay) {
     args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
                                      route.at("topic").get<std::string>()));
   }
-  if (!kafka_secret_of(relay).empty()) {
-    args.push_back(flag("kafka-config-dir", kKafkaConfigDir));
-  }
+  add_kafka_credential_args(relay, args);
   std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
   args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
   args.push_back("--max-attempts=" + std::to_string(value_at<int>(spec, "/retry/maxAttempts", 10)));
@@ -145,14 +210,13 @@ std::string report_status_arg(const Json& relay) {
                                    relay.at("metadata").at("name").get<std::string>());
 }
 
-// `kafka`: the container reads the Kafka Secret's files (the relay and compensation do; the
+// `kafka`: the container reads the Kafka Secrets' files (the relay and compensation do; the
 // cleanup job never talks to Kafka).
 Json container(const Json& relay, const std::string& name, const std::string& image,
                std::vector<std::string> args, bool kafka) {
   Json mounts = Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}});
-  if (kafka && !kafka_secret_of(relay).empty()) {
-    mounts.push_back(
-        {{"name", "kafka-config"}, {"mountPath", kKafkaConfigDir}, {"readOnly", true}});
+  for (const KafkaMount& m : kafka ? kafka_mounts(relay) : std::vector<KafkaMount>{}) {
+    mounts.push_back({{"name", m.volume}, {"mountPath", m.path}, {"readOnly", true}});
   }
   return {{"name", name},
           {"image", image},
@@ -171,13 +235,19 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
   Json volumes =
       Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}});
   const Json& mounts = container.at("volumeMounts");
-  const bool kafka_mounted = std::any_of(
-      mounts.begin(), mounts.end(), [](const Json& m) { return m.at("name") == "kafka-config"; });
-  if (kafka_mounted) {
+  for (const KafkaMount& m : kafka_mounts(relay)) {
+    const bool mounted = std::any_of(mounts.begin(), mounts.end(), [&](const Json& mount) {
+      return mount.at("name") == m.volume;
+    });
+    if (!mounted) {
+      continue;
+    }
     // Readable by the pod's group (fsGroup) only: the container runs as that group.
-    volumes.push_back(
-        {{"name", "kafka-config"},
-         {"secret", {{"secretName", kafka_secret_of(relay)}, {"defaultMode", 0440}}}});
+    Json secret = {{"secretName", m.secret}, {"defaultMode", 0440}};
+    if (!m.items.is_null()) {
+      secret["items"] = m.items;
+    }
+    volumes.push_back({{"name", m.volume}, {"secret", std::move(secret)}});
   }
   Json spec = {
       {"serviceAccountName", names.deployment},

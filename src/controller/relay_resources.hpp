@@ -87,6 +87,18 @@ class InvalidSpec : public std::invalid_argument {
 // CRD's defaults filled in), in apply order. Throws InvalidSpec for a spec it cannot render.
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options);
 
+// A Secret the relay and compensation pods mount for Kafka: the librdkafka properties of
+// spec.kafka.configSecretRef (every key), the CA of spec.kafka.tls, the client certificate or
+// password of spec.kafka.authentication (only the keys named, as `items`).
+struct KafkaMount {
+  std::string volume;
+  std::string secret;
+  std::string field;  // the spec field that names the Secret, for messages
+  std::string path;
+  Json items;  // null: every key
+};
+std::vector<KafkaMount> kafka_mounts(const Json& relay);
+
 // The relay's command line (after the image's entrypoint), for tests and docs.
 std::vector<std::string> relay_args(const Json& relay);
 

@@ -24,7 +24,7 @@ struct SecretRef {
   std::string how_to_create;
 };
 
-// In the order their versions are hashed: the DSN's, then the Kafka configuration's, if any.
+// In the order their versions are hashed: the DSN's, then the Kafka Secrets' (kafka_mounts).
 std::vector<SecretRef> secret_refs(const Json& relay) {
   const std::string ns = ns_of(relay);
   const std::string dsn_name = value_at<std::string>(relay, "/spec/database/dsnSecretRef/name", "");
@@ -37,12 +37,13 @@ std::vector<SecretRef> secret_refs(const Json& relay) {
                                       "\", e.g. kubectl -n " + ns + " create secret generic " +
                                       dsn_name + " --from-literal=" + dsn_key +
                                       "='postgresql://...'"}};
-  const std::string kafka_name =
-      value_at<std::string>(relay, "/spec/kafka/configSecretRef/name", "");
-  if (!kafka_name.empty()) {
-    refs.push_back({kafka_name, "spec.kafka.configSecretRef",
-                    "Create it with one key per librdkafka property (e.g. "
-                    "security.protocol, sasl.username), or remove configSecretRef."});
+  for (const KafkaMount& m : kafka_mounts(relay)) {
+    refs.push_back({m.secret, m.field,
+                    m.volume == "kafka-config"
+                        ? "Create it with one key per librdkafka property (e.g. "
+                          "security.protocol, sasl.username), or remove configSecretRef."
+                        : "Create it (for Strimzi: the cluster CA Secret or the KafkaUser's "
+                          "Secret, copied into this namespace if the cluster runs elsewhere)."});
   }
   return refs;
 }

@@ -88,6 +88,66 @@ TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
             1u);
 }
 
+// Strimzi-shaped credentials: the cluster CA and a tls KafkaUser's certificate and key are
+// mounted as files (only the keys named), the relay's flags point at them, and no credential
+// value is anywhere in the pod spec.
+TEST(RenderRelay, StrimziTlsUserIsMountedAsFilesWithFlagsPointingAtThem) {
+  RenderedRelay r = render_relay(
+      relay({{"kafka",
+              {{"tls", {{"trustedCertificates", Json::array({{{"secretName", "cluster-ca"}}})}}},
+               {"authentication",
+                {{"type", "tls"},
+                 {"certificateAndKey",
+                  {{"secretName", "orders-user"}, {"certificate", "tls.crt"}}}}}}}}),
+      RenderOptions{"img:1", ""});
+  for (const Json* pod :
+       {&find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer),
+        &find(r, "CronJob", "orders-compensate")
+             ->at("/spec/jobTemplate/spec/template/spec"_json_pointer)}) {
+    EXPECT_EQ(pod->at("/volumes/1"_json_pointer),
+              Json::parse(R"({"name":"kafka-ca","secret":{"secretName":"cluster-ca",
+                 "defaultMode":288,"items":[{"key":"ca.crt","path":"ca.crt"}]}})"));
+    EXPECT_EQ(pod->at("/volumes/2"_json_pointer),
+              Json::parse(R"({"name":"kafka-user","secret":{"secretName":"orders-user",
+                 "defaultMode":288,"items":[{"key":"tls.crt","path":"user.crt"},
+                 {"key":"user.key","path":"user.key"}]}})"));
+    const Json& c = pod->at("/containers/0"_json_pointer);
+    EXPECT_EQ(c.at("/volumeMounts/1/mountPath"_json_pointer), "/etc/outbox/kafka-ca");
+    EXPECT_EQ(c.at("/volumeMounts/2/mountPath"_json_pointer), "/etc/outbox/kafka-user");
+    const Json& args = c.at("args");
+    for (const char* want : {"--kafka-ca-file=/etc/outbox/kafka-ca/ca.crt",
+                             "--kafka-cert-file=/etc/outbox/kafka-user/user.crt",
+                             "--kafka-key-file=/etc/outbox/kafka-user/user.key"}) {
+      EXPECT_NE(std::find(args.begin(), args.end(), want), args.end()) << want << args.dump();
+    }
+  }
+}
+
+TEST(RenderRelay, StrimziScramUserGivesMechanismUserAndPasswordFile) {
+  RenderedRelay r =
+      render_relay(relay({{"kafka",
+                           {{"authentication",
+                             {{"type", "scram-sha-512"},
+                              {"username", "orders-relay"},
+                              {"passwordSecret", {{"secretName", "orders-user"}}}}}}}}),
+                   RenderOptions{"img:1", ""});
+  const Json& pod = find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer);
+  EXPECT_EQ(pod.at("/volumes/1/secret/items"_json_pointer),
+            Json::parse(R"([{"key":"password","path":"password"}])"));
+  const Json& args = pod.at("/containers/0/args"_json_pointer);
+  for (const char* want :
+       {"--kafka-sasl-mechanism=SCRAM-SHA-512", "--kafka-sasl-username=orders-relay",
+        "--kafka-sasl-password-file=/etc/outbox/kafka-user/password"}) {
+    EXPECT_NE(std::find(args.begin(), args.end(), want), args.end()) << want << args.dump();
+  }
+  EXPECT_EQ(std::count_if(args.begin(), args.end(),
+                          [](const Json& a) {
+                            return a.get<std::string>().find("ca-file") != std::string::npos;
+                          }),
+            0)
+      << "no spec.kafka.tls: SASL_PLAINTEXT";
+}
+
 // One ClusterIP per resource would exhaust a /24 service range at ~250 resources.
 TEST(RenderRelay, MetricsServiceIsHeadless) {
   RenderedRelay r = render_relay(relay(), RenderOptions{"img:1", ""});

@@ -73,5 +73,57 @@ TEST_F(ControllerE2E, DegradedForAMissingSecretThenReadyFromTheDeploymentStatus)
       20s));
 }
 
+// Strimzi-shaped credentials: each Secret spec.kafka.tls and spec.kafka.authentication name is
+// checked like the DSN's (Degraded, naming the Secret and the field), and its version is part
+// of the pod template's secrets-hash, so rotating a KafkaUser's password rolls the relay pods
+// (at the next resync).
+TEST_F(ControllerE2E, StrimziCredentialSecretsAreCheckedAndTheirRotationRollsThePods) {
+  // The operator does not watch Secrets: a rotation is seen at the next resync (short here).
+  testing::ControllerProcess ctl(ns, {"--secret-recheck=1s", "--resync-period=2s"},
+                                 "strimzi-" + ns);
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://x"}});
+  Json spec = base_spec();
+  spec["kafka"]["tls"] = {{"trustedCertificates", Json::array({{{"secretName", "cluster-ca"}}})}};
+  spec["kafka"]["authentication"] = {{"type", "scram-sha-512"},
+                                     {"username", "orders-relay"},
+                                     {"passwordSecret", {{"secretName", "orders-user"}}}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  auto degraded_message = [&] {
+    Json c = condition(relay("orders"), "Degraded");
+    return c.value("reason", "") == "SecretNotFound" ? c.value("message", "") : "";
+  };
+  ASSERT_TRUE(eventually(
+      [&] { return degraded_message().find("\"cluster-ca\"") != std::string::npos; }, 20s));
+  EXPECT_NE(degraded_message().find("spec.kafka.tls.trustedCertificates"), std::string::npos)
+      << degraded_message();
+  testing::create_secret(client, ns, "cluster-ca", {{"ca.crt", "PEM"}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return degraded_message().find("spec.kafka.authentication.passwordSecret") !=
+               std::string::npos;
+      },
+      20s))
+      << degraded_message();
+  testing::create_secret(client, ns, "orders-user", {{"password", "one"}});
+  const auto hash = [&] {
+    try {
+      return get(owned::deployments, "orders-relay")
+          .at("/spec/template/metadata/annotations"_json_pointer)
+          .value(kSecretsHashAnnotation, "");
+    } catch (const kube::ApiError&) {
+      return std::string();
+    }
+  };
+  ASSERT_TRUE(eventually([&] { return !hash().empty(); }, 20s));
+  const std::string before = hash();
+  const Json volumes =
+      get(owned::deployments, "orders-relay").at("/spec/template/spec/volumes"_json_pointer);
+  EXPECT_NE(volumes.dump().find("\"secretName\":\"orders-user\""), std::string::npos)
+      << volumes.dump();
+  client.merge_patch(kSecrets, ns, "orders-user", {{"stringData", {{"password", "two"}}}});
+  EXPECT_TRUE(eventually([&] { return hash() != before; }, 20s))
+      << "a rotated password rolls the pods";
+}
+
 }  // namespace
 }  // namespace outbox::controller
