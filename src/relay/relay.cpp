@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.hpp"
 #include "common/identity.hpp"
 #include "common/log.hpp"
 #include "common/stop.hpp"
@@ -137,13 +138,12 @@ void Relay::run(std::stop_token stop) {
     stay_not_ready(stop);
     return;
   }
-  constexpr std::chrono::milliseconds kFirstBackoff{500};
-  std::chrono::milliseconds backoff = kFirstBackoff;
+  int outages = 0;  // in a row: the reconnect delay grows 0.5, 1, 2 ... 10 s
   while (!stop.stop_requested()) {
     try {
       Session session(config_.dsn, table_);
       went_online(session);
-      backoff = kFirstBackoff;
+      outages = 0;
       set_problem({});
       Pipeline pipeline;
       pump(session, pipeline, stop);
@@ -160,8 +160,9 @@ void Relay::run(std::stop_token stop) {
     }
     went_offline();
     if (!problem().empty()) {
-      sleep_unless_stopped(stop, backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds{10'000});
+      using std::chrono::milliseconds;
+      sleep_unless_stopped(stop,
+                           exponential_delay(milliseconds{500}, milliseconds{10'000}, outages++));
     }
     beat();
   }
