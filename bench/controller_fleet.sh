@@ -108,7 +108,7 @@ YAML
   log=$(mktemp)
   start=$(date +%s.%N)
   MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-} "$bin" --log-level warn controller --relay-image bench:1 --workers "$workers" --qps "$qps" \
-    --burst "$burst" --resync-period 20s --http-address 127.0.0.1 --http-port "$port" >"$log" 2>&1 &
+    --burst "$burst" --resync-period 20s --listen "127.0.0.1:$port" >"$log" 2>&1 &
   pid=$!
   while [ "$(reconciled_count "$tag")" -lt "$total" ]; do
     kill -0 "$pid" || { cat "$log" >&2; exit 1; }

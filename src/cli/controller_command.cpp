@@ -1,15 +1,13 @@
-#include <unistd.h>
-
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/app.hpp"
+#include "cli/listen_address.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
 #include "common/identity.hpp"
-#include "common/stop.hpp"
 #include "controller/controller.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
@@ -22,8 +20,7 @@ struct ControllerFlags {
   std::string kubeconfig;
   std::string namespaces;
   std::string relay_image;
-  int http_port = 8080;
-  std::string http_address = "0.0.0.0";
+  std::string listen = kDefaultListen;
   std::string lease_name = "outbox-operator-leader";
   std::string lease_namespace;
   std::string identity;
@@ -62,11 +59,7 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_option("--relay-image", f->relay_image,
                   "image of the relay and the jobs unless spec.relay.image is set")
       ->envname("OUTBOX_RELAY_IMAGE");
-  cmd->add_option("--http-port", f->http_port, "port of /healthz, /readyz, /metrics (0: any)")
-      ->envname("OUTBOX_HTTP_PORT")
-      ->capture_default_str();
-  cmd->add_option("--http-address", f->http_address, "address of /healthz, /readyz, /metrics")
-      ->capture_default_str();
+  add_listen_option(*cmd, f->listen);
   cmd->add_option("--lease-name", f->lease_name, "leader election Lease")
       ->envname("OUTBOX_LEASE_NAME")
       ->capture_default_str();
@@ -157,8 +150,9 @@ Action add_controller_command(CLI::App& app) {
     const controller::ControllerOptions options = controller_options(*f);
     metrics::Registry registry;
     controller::Controller controller(client, options, registry);
+    const ListenAddress listen = parse_listen(f->listen);
     http::HealthServer server(
-        f->http_address, static_cast<unsigned short>(f->http_port),
+        listen.address, listen.port,
         {{"/healthz",
           [] {
             return http::Response{200, "text/plain", "ok\n"};
@@ -174,7 +168,7 @@ Action add_controller_command(CLI::App& app) {
             return http::Response{200, "text/plain; version=0.0.4", registry.render()};
           }}});
     spdlog::info("controller {} serving /healthz, /readyz, /metrics on {}:{}; watching {}",
-                 options.identity, f->http_address, server.port(),
+                 options.identity, listen.address, server.port(),
                  options.namespaces.empty() ? "all namespaces" : f->namespaces);
 
     bool kept = controller.run(install_stop_signals());

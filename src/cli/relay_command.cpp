@@ -1,4 +1,3 @@
-#include <charconv>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -6,6 +5,7 @@
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "cli/listen_address.hpp"
 #include "cli/publish_options.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
@@ -25,7 +25,7 @@ struct RelayOptions {
   int batch_size = relay::defaults::kBatchSize;
   std::string poll_interval = format_duration(relay::defaults::kPollInterval);
   std::string stuck_after = format_duration(relay::defaults::kStuckAfter);
-  std::string listen = "0.0.0.0:8080";
+  std::string listen = kDefaultListen;
   std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
   std::string kubeconfig;
   std::string report_interval = "15s";
@@ -41,9 +41,7 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
       ->capture_default_str();
   cmd.add_option("--stuck-after", o.stuck_after, "pending age counted as stuck")
       ->capture_default_str();
-  cmd.add_option("--listen", o.listen, "address:port for /healthz, /readyz, /metrics")
-      ->envname("OUTBOX_LISTEN")
-      ->capture_default_str();
+  add_listen_option(cmd, o.listen);
   cmd.add_option("--report-status", o.report_status,
                  "namespace/name of an OutboxRelay whose status.backlog this relay reports")
       ->envname("OUTBOX_RELAY_RESOURCE");
@@ -63,35 +61,6 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.poll_interval = parse_duration(o.poll_interval);
   c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.stuck_after));
   return c;
-}
-
-struct ListenAddress {
-  std::string address;
-  unsigned short port = 0;
-};
-
-// "address:port", the address possibly in brackets (IPv6).
-ListenAddress parse_listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    throw std::invalid_argument("--listen must be address:port");
-  }
-  std::string address = listen.substr(0, colon);
-  if (address.size() > 2 && address.front() == '[') {
-    address = address.substr(1, address.size() - 2);
-  }
-  const std::string port_text = listen.substr(colon + 1);
-  int port_number = -1;
-  const char* end = port_text.data() + port_text.size();
-  if (auto [ptr, ec] = std::from_chars(port_text.data(), end, port_number);
-      ec != std::errc() || ptr != end) {
-    port_number = -1;
-  }
-  if (port_number < 0 || port_number > 65535) {
-    throw std::invalid_argument("--listen port \"" + port_text +
-                                "\" is not a number from 0 to 65535");
-  }
-  return {address, static_cast<unsigned short>(port_number)};
 }
 
 std::unique_ptr<http::HealthServer> serve_health(const ListenAddress& at, relay::Relay& relay,

@@ -144,8 +144,7 @@ static std::vector<std::string> controller_args(const std::string& watch_ns, uns
                                    "--kubeconfig=" + testbed::kubeconfig_path(),
                                    "--namespaces=" + watch_ns,
                                    "--relay-image=ghcr.io/outbox-operator/outbox-operator:test",
-                                   "--http-address=127.0.0.1",
-                                   "--http-port=" + std::to_string(port)};
+                                   "--listen=127.0.0.1:" + std::to_string(port)};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
