@@ -169,6 +169,12 @@ Action add_cleanup_command(CLI::App& app) {
                 << R"({"ran":false,"removed":0,"batches":0})" << std::endl;
       return 0;
     }
+    for (const auto& name : r.partitions_dropped) {
+      std::cout << "cleanup: dropped partition " << name << "\n";
+    }
+    if (!r.held_back.empty()) {
+      std::cout << "cleanup: kept " << r.held_back << "\n";
+    }
     std::cout << "cleanup: " << (c.archive ? "archived " : "removed ") << r.removed
               << " sent events older than " << o->keep_sent << " in " << r.batches << " batch(es)\n"
               << R"({"ran":true,"removed":)" << r.removed << R"(,"batches":)" << r.batches << "}"

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "outbox/event_status.hpp"
+#include "outbox/schema.hpp"
 #include "outbox/store.hpp"
 
 namespace outbox {
@@ -29,8 +30,25 @@ const char* kSelectionWhere =
     " AND (NULLIF($6, '') IS NULL OR id >= NULLIF($6, '')::bigint)"
     " AND (NULLIF($7, '') IS NULL OR id <= NULLIF($7, '')::bigint)";
 
-ChangeReport change(pqxx::connection& conn, const TableName& table, const Selection& s,
-                    bool dry_run, EventStatus from_status, const std::string& set_clause) {
+// Where the on-call commands look: a status-mode table holds everything; a log-mode
+// table's events are seen through its "_status" view and its failures live in "_retry".
+struct Relations {
+  std::string events;
+  std::string failures;
+  bool log = false;
+};
+
+Relations relations_of(pqxx::connection& conn, const TableName& table) {
+  if (inspect_table(conn, table).mode == TableMode::kLog) {
+    return {table.quoted_with_suffix("_status"), table.quoted_with_suffix("_retry"), true};
+  }
+  return {table.quoted(), table.quoted(), false};
+}
+
+// Runs `change_sql` (ending in a WHERE that the selection completes, RETURNING
+// event_id) or, in a dry run, selects the same rows of `relation`.
+ChangeReport change(pqxx::connection& conn, const std::string& relation, const Selection& s,
+                    bool dry_run, EventStatus from_status, const std::string& change_sql) {
   s.validate();
   pqxx::work tx(conn);
   for (const auto& t : {s.created_from, s.created_to}) {
@@ -48,10 +66,9 @@ ChangeReport change(pqxx::connection& conn, const TableName& table, const Select
   // "" (not "{}") when no id is given: the WHERE fragment reads "" as "not set".
   const std::string ids = s.event_ids.empty() ? "" : pg_text_array(s.event_ids);
   const std::string where = " WHERE status = $1" + std::string(kSelectionWhere);
-  const std::string sql =
-      dry_run
-          ? "SELECT event_id::text FROM " + table.quoted() + where + " ORDER BY id"
-          : "UPDATE " + table.quoted() + " SET " + set_clause + where + " RETURNING event_id::text";
+  const std::string sql = dry_run
+                              ? "SELECT event_id::text FROM " + relation + where + " ORDER BY id"
+                              : change_sql + where + " RETURNING event_id::text";
   auto rows = tx.exec_params(sql, static_cast<int>(from_status), ids, s.biz_type.value_or(""),
                              s.created_from.value_or(""), s.created_to.value_or(""),
                              s.id_from ? std::to_string(*s.id_from) : "",
@@ -89,15 +106,26 @@ void Selection::validate() const {
 
 ChangeReport requeue_failed(pqxx::connection& conn, const TableName& table, const Selection& s,
                             bool dry_run) {
-  return change(
-      conn, table, s, dry_run, EventStatus::kFailed,
-      "status = " + kPending + ", retry_count = 0, next_retry_time = now(), updated_at = now()");
+  const Relations r = relations_of(conn, table);
+  return change(conn, r.failures, s, dry_run, EventStatus::kFailed,
+                "UPDATE " + r.failures + " SET status = " + kPending +
+                    ", retry_count = 0, next_retry_time = now(), updated_at = now()");
 }
 
 ChangeReport replay_sent(pqxx::connection& conn, const TableName& table, const Selection& s,
                          bool dry_run) {
-  return change(conn, table, s, dry_run, EventStatus::kSent,
-                "status = " + kPending +
+  const Relations r = relations_of(conn, table);
+  if (r.log) {
+    // Log rows are never changed: a copy in _retry makes the relay send them again.
+    return change(conn, r.events, s, dry_run, EventStatus::kSent,
+                  "INSERT INTO " + r.failures +
+                      " (id, xid, event_id, biz_type, biz_id, payload, created_at, shard, status, "
+                      "retry_count, next_retry_time) SELECT id, xid, event_id, biz_type, biz_id, "
+                      "payload, created_at, shard, " +
+                      kPending + ", 0, now() FROM " + r.events);
+  }
+  return change(conn, r.events, s, dry_run, EventStatus::kSent,
+                "UPDATE " + r.events + " SET status = " + kPending +
                     ", retry_count = 0, next_retry_time = now(), sent_at = NULL, "
                     "updated_at = now()");
 }
@@ -116,7 +144,8 @@ std::string ChangeReport::text(const std::string& verb, const std::string& verb_
 }
 
 Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
-  const std::string q = table.quoted();
+  const Relations rel = relations_of(conn, table);
+  const std::string& q = rel.events;
   pqxx::work tx(conn);  // one snapshot for every figure
   Inspection in;
   auto c = tx.exec(
@@ -138,7 +167,7 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
         {r[0].as<std::string>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>()});
   }
   for (const auto& r : tx.exec_params("SELECT event_id::text, biz_type, biz_id, last_error, " +
-                                          ts("updated_at") + ", retry_count FROM " + q +
+                                          ts("updated_at") + ", retry_count FROM " + rel.failures +
                                           " WHERE status IN (" + kPending + ", " + kFailed +
                                           ") AND last_error IS NOT NULL "
                                           "ORDER BY updated_at DESC LIMIT $1",
@@ -149,8 +178,8 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
   }
   for (const auto& r :
        tx.exec_params("SELECT h.biz_id, " + ts("h.next_retry_time") + ", (SELECT count(*) FROM " +
-                          q + " e WHERE e.status = " + kPending +
-                          " AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + q +
+                          rel.failures + " e WHERE e.status = " + kPending +
+                          " AND e.biz_id = h.biz_id AND e.id > h.id) FROM " + rel.failures +
                           " h WHERE h.status = " + kPending +
                           " AND h.retry_count > 0 "
                           "ORDER BY h.next_retry_time DESC LIMIT $1",
@@ -159,7 +188,7 @@ Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
         {r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
   }
   tx.commit();
-  in.health = OutboxStore(conn, table).health();
+  in.health = table_health(conn, table, rel.log);
   return in;
 }
 

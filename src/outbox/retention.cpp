@@ -1,16 +1,51 @@
 #include "outbox/retention.hpp"
 
 #include "outbox/event_status.hpp"
+#include "outbox/log_partitions.hpp"
+#include "outbox/schema.hpp"
 
 #include <thread>
 
 namespace outbox {
+namespace {
+
+RetentionReport drop_partitions(pqxx::connection& conn, const TableName& table,
+                                std::chrono::seconds keep, const std::string& lock_key) {
+  RetentionReport report;
+  report.ran = pqxx::nontransaction(conn)
+                   .exec_params("SELECT pg_try_advisory_lock(hashtext($1))", lock_key)[0][0]
+                   .as<bool>();
+  if (!report.ran) {
+    return report;
+  }
+  try {
+    PartitionCleanup c = drop_passed_partitions(conn, table, keep);
+    report.partitions_dropped = c.dropped;
+    report.held_back = c.held_back;
+    report.removed = c.default_rows_deleted;
+    report.batches = static_cast<int>(c.dropped.size());
+  } catch (...) {
+    pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock(hashtext($1))", lock_key);
+    throw;
+  }
+  pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock(hashtext($1))", lock_key);
+  return report;
+}
+
+}  // namespace
 
 RetentionReport run_retention(pqxx::connection& conn, const TableName& table,
                               const RetentionConfig& config) {
+  const std::string lock_key = "outbox-cleanup:" + table.plain();
+  if (inspect_table(conn, table).mode == TableMode::kLog) {
+    if (config.archive) {
+      throw std::invalid_argument(
+          "a log-mode table cannot be archived row by row: its partitions are dropped whole");
+    }
+    return drop_partitions(conn, table, config.keep_sent, lock_key);
+  }
   RetentionReport report;
   pqxx::nontransaction session(conn);
-  const std::string lock_key = "outbox-cleanup:" + table.plain();
   if (!session.exec_params("SELECT pg_try_advisory_lock(hashtext($1))", lock_key)[0][0]
            .as<bool>()) {
     return report;

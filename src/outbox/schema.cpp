@@ -1,5 +1,7 @@
 #include "outbox/schema.hpp"
 
+#include "outbox/log_partitions.hpp"
+
 #include <algorithm>
 
 namespace outbox {
@@ -11,14 +13,24 @@ const std::vector<std::string> kRequiredColumns = {
     "retry_count", "next_retry_time", "last_error", "created_at", "updated_at", "sent_at",
     "shard"};
 
+// The same for a log-mode table, which has no status columns.
+const std::vector<std::string> kLogColumns = {"id",      "event_id",   "biz_type", "biz_id",
+                                              "payload", "created_at", "xid",      "shard"};
+
 std::string meta_table(const TableName& t) {
   return "\"" + t.schema() + "\".\"outbox_meta\"";
+}
+
+// Key-hash shard: all events of one biz_id share a shard, so the replica that
+// owns the shard alone publishes that key, in order.
+std::string shard_column(int shard_count) {
+  return "GENERATED ALWAYS AS ((hashtext(biz_id) & 2147483647) % " + std::to_string(shard_count) +
+         ") STORED";
 }
 
 // Version 1: the seed's outbox_event table (§2.1) translated to PostgreSQL.
 std::vector<std::string> version_1(const TableName& t, int shard_count) {
   const std::string q = t.quoted();
-  const std::string n = std::to_string(shard_count);
   const std::string idx = "\"" + t.table();
   const std::string pending = sql(EventStatus::kPending);
   const std::string sent = sql(EventStatus::kSent);
@@ -42,10 +54,8 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
           "created_at timestamptz NOT NULL DEFAULT now(),"
           "updated_at timestamptz NOT NULL DEFAULT now(),"
           "sent_at timestamptz,"
-          // Key-hash shard: all events of one biz_id share a shard, so the replica
-          // that owns the shard alone publishes that key, in id order.
-          "shard integer GENERATED ALWAYS AS ((hashtext(biz_id) & 2147483647) % " +
-          n + ") STORED)",
+          "shard integer " +
+          shard_column(shard_count) + ")",
       // Claims scan pending rows only: the index stays small however many sent rows remain.
       "CREATE INDEX IF NOT EXISTS " + idx + "_pending\" ON " + q +
           " (id) WHERE status = " + pending,
@@ -64,6 +74,14 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_notify") +
           "() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM pg_notify('" +
           t.notify_channel() + "', ''); RETURN NULL; END $f$",
+  };
+}
+
+// The insert trigger (its function made before) and the enqueue function, in both modes.
+std::vector<std::string> trigger_and_enqueue(const TableName& t) {
+  const std::string q = t.quoted();
+  const std::string idx = "\"" + t.table();
+  return {
       "DROP TRIGGER IF EXISTS " + idx + "_notify\" ON " + q,
       "CREATE TRIGGER " + idx + "_notify\" AFTER INSERT ON " + q +
           " FOR EACH STATEMENT EXECUTE FUNCTION " + t.quoted_with_suffix("_notify") + "()",
@@ -98,37 +116,115 @@ std::vector<std::string> version_2(const TableName& t) {
   };
 }
 
+// Log mode (schema version 3, created whole): the outbox is insert-only and
+// partitioned by the inserting transaction's id, which the relay reads below the
+// oldest running transaction (pg_snapshot_xmin), in (xid, id) order, so a row
+// that commits late is never skipped. Its primary key serves that read.
+// Progress per shard, failures beside the log, a view of each event's status.
+void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
+                      std::int64_t partition_xids) {
+  const std::string q = t.quoted();
+  const std::string pending = sql(EventStatus::kPending);
+  tx.exec("CREATE TABLE " + q +
+          " (id bigserial NOT NULL,"
+          "event_id uuid NOT NULL DEFAULT gen_random_uuid(),"
+          "biz_type text NOT NULL,"
+          "biz_id text NOT NULL,"
+          "payload jsonb NOT NULL,"
+          "created_at timestamptz NOT NULL DEFAULT now(),"
+          // The top-level transaction: every row of one transaction shares it.
+          "xid xid8 NOT NULL DEFAULT pg_current_xact_id(),"
+          "shard integer " +
+          shard_column(shard_count) + ", PRIMARY KEY (xid, id)) PARTITION BY RANGE (xid)");
+  // Rows beyond the partitions made ahead land here rather than fail the insert.
+  tx.exec("CREATE TABLE " + t.quoted_with_suffix("_pdefault") + " PARTITION OF " + q + " DEFAULT");
+  // Updated in place once per batch: room on the page keeps the updates HOT.
+  tx.exec("CREATE TABLE " + t.quoted_with_suffix("_progress") +
+          " (shard integer PRIMARY KEY, xid xid8 NOT NULL DEFAULT '0', id bigint NOT NULL "
+          "DEFAULT 0, updated_at timestamptz NOT NULL DEFAULT now()) WITH (fillfactor = 50)");
+  tx.exec_params("INSERT INTO " + t.quoted_with_suffix("_progress") +
+                     " (shard) SELECT generate_series(0, $1 - 1)",
+                 shard_count);
+  // Failed events (copied whole, so retention never drops them) and the later
+  // events of their keys, parked behind them in order.
+  tx.exec("CREATE TABLE " + t.quoted_with_suffix("_retry") +
+          " (id bigint PRIMARY KEY, xid xid8 NOT NULL, event_id uuid NOT NULL, biz_type text NOT "
+          "NULL, biz_id text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL, "
+          "shard integer NOT NULL, status smallint NOT NULL, retry_count integer NOT NULL, "
+          "next_retry_time timestamptz NOT NULL, last_error text, updated_at timestamptz NOT "
+          "NULL DEFAULT now())");
+  tx.exec("CREATE INDEX \"" + t.table() + "_retry_pending\" ON " + t.quoted_with_suffix("_retry") +
+          " (biz_id, xid, id) WHERE status = " + pending);
+  // Each event as status mode would show it: for on-call queries and tests.
+  tx.exec("CREATE VIEW " + t.quoted_with_suffix("_status") +
+          " AS SELECT e.id, e.event_id, e.biz_type, e.biz_id, e.payload, e.created_at, e.shard, "
+          "e.xid, (CASE WHEN r.status IS NOT NULL THEN r.status WHEN (e.xid, e.id) <= (p.xid, "
+          "p.id) THEN " +
+          sql(EventStatus::kSent) + " ELSE " + pending +
+          " END)::smallint AS status, COALESCE(r.retry_count, 0) AS retry_count, "
+          "r.next_retry_time, r.last_error FROM " +
+          q + " e JOIN " + t.quoted_with_suffix("_progress") +
+          " p ON p.shard = e.shard LEFT JOIN " + t.quoted_with_suffix("_retry") +
+          " r ON r.id = e.id");
+  for (const auto& stmt : version_2(t)) {
+    tx.exec(stmt);
+  }
+  for (const auto& stmt : trigger_and_enqueue(t)) {
+    tx.exec(stmt);
+  }
+  ensure_log_partitions(tx, t, partition_xids);
+}
+
 }  // namespace
 
-MigrationResult migrate(pqxx::connection& conn, const TableName& table, int shard_count) {
-  if (shard_count < 1 || shard_count > 1024) {
-    throw std::invalid_argument("shard count must be between 1 and 1024");
+std::string mode_name(TableMode mode) {
+  return mode == TableMode::kLog ? "log" : "status";
+}
+
+TableMode parse_mode(const std::string& text) {
+  if (text == "status") {
+    return TableMode::kStatus;
   }
-  pqxx::work tx(conn);
-  // Serialise concurrent migrations of the same table (two pods starting at once).
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  if (text == "log") {
+    return TableMode::kLog;
+  }
+  throw std::invalid_argument("table mode must be status or log, not '" + text + "'");
+}
+
+namespace {
+
+struct MetaRow {
+  int version = 0;
+  int shard_count = 0;
+  TableMode mode = TableMode::kStatus;
+  std::int64_t partition_xids = 0;
+};
+
+// The meta table, with the columns of every version (v3 added mode and partition_xids).
+std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& table) {
   tx.exec("CREATE TABLE IF NOT EXISTS " + meta_table(table) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, shard_count integer NOT "
           "NULL, updated_at timestamptz NOT NULL DEFAULT now())");
-  MigrationResult result;
-  auto row = tx.exec_params(
-      "SELECT version, shard_count FROM " + meta_table(table) + " WHERE table_name = $1",
-      table.table());
-  if (!row.empty()) {
-    result.from_version = row[0][0].as<int>();
-    int existing_shards = row[0][1].as<int>();
-    if (existing_shards != shard_count) {
-      result.applied.push_back("kept the existing shard count " + std::to_string(existing_shards) +
-                               " (fixed at creation)");
-    }
+  tx.exec("ALTER TABLE " + meta_table(table) +
+          " ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'status', ADD COLUMN IF NOT "
+          "EXISTS partition_xids bigint");
+  auto row = tx.exec_params("SELECT version, shard_count, mode, COALESCE(partition_xids, 0) FROM " +
+                                meta_table(table) + " WHERE table_name = $1",
+                            table.table());
+  if (row.empty()) {
+    return std::nullopt;
   }
-  if (result.from_version > kSchemaVersion) {
-    throw SchemaError("table " + table.plain() + " is at schema version " +
-                      std::to_string(result.from_version) + ", newer than this binary's " +
-                      std::to_string(kSchemaVersion) + ": upgrade the operator");
-  }
-  if (result.from_version < 1) {
+  return MetaRow{row[0][0].as<int>(), row[0][1].as<int>(), parse_mode(row[0][2].as<std::string>()),
+                 row[0][3].as<std::int64_t>()};
+}
+
+void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, int shard_count,
+                          int from_version, MigrationResult& result) {
+  if (from_version < 1) {
     for (const auto& stmt : version_1(table, shard_count)) {
+      tx.exec(stmt);
+    }
+    for (const auto& stmt : trigger_and_enqueue(table)) {
       tx.exec(stmt);
     }
     tx.exec_params("INSERT INTO " + meta_table(table) +
@@ -137,12 +233,64 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table, int shar
     result.applied.push_back("v1: created " + table.plain() + ", its indexes, trigger and " +
                              table.table() + "_enqueue()");
   }
-  if (result.from_version < 2) {
+  if (from_version < 2) {
     for (const auto& stmt : version_2(table)) {
       tx.exec(stmt);
     }
     result.applied.push_back("v2: the trigger notifies only while a relay waits (" + table.table() +
                              "_waiting)");
+  }
+  if (from_version < 3 && from_version > 0) {
+    result.applied.push_back("v3: outbox_meta records the table's mode (status)");
+  }
+}
+
+}  // namespace
+
+MigrationResult migrate(pqxx::connection& conn, const TableName& table,
+                        const MigrateOptions& options) {
+  if (options.shard_count < 1 || options.shard_count > 1024) {
+    throw std::invalid_argument("shard count must be between 1 and 1024");
+  }
+  if (options.partition_xids < 1000) {
+    throw std::invalid_argument("partition size must be at least 1000 transaction ids");
+  }
+  pqxx::work tx(conn);
+  // Serialise concurrent migrations of the same table (two pods starting at once).
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  MigrationResult result;
+  const std::optional<MetaRow> meta = read_meta(tx, table);
+  TableMode mode = options.mode.value_or(TableMode::kStatus);
+  if (meta) {
+    result.from_version = meta->version;
+    if (options.mode && *options.mode != meta->mode) {
+      throw SchemaError("table " + table.plain() + " is in " + mode_name(meta->mode) +
+                        " mode, fixed when it was created; migrate a new table for " +
+                        mode_name(*options.mode) + " mode");
+    }
+    mode = meta->mode;
+    if (meta->shard_count != options.shard_count) {
+      result.applied.push_back("kept the existing shard count " +
+                               std::to_string(meta->shard_count) + " (fixed at creation)");
+    }
+  }
+  if (result.from_version > kSchemaVersion) {
+    throw SchemaError("table " + table.plain() + " is at schema version " +
+                      std::to_string(result.from_version) + ", newer than this binary's " +
+                      std::to_string(kSchemaVersion) + ": upgrade the operator");
+  }
+  if (mode == TableMode::kStatus) {
+    upgrade_status_table(tx, table, options.shard_count, result.from_version, result);
+  } else if (!meta) {
+    create_log_table(tx, table, options.shard_count, options.partition_xids);
+    tx.exec_params("INSERT INTO " + meta_table(table) +
+                       " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
+                       "$2, $3, 'log', $4)",
+                   table.table(), kSchemaVersion, options.shard_count, options.partition_xids);
+    result.applied.push_back("v3 (log mode): created " + table.plain() +
+                             " partitioned by transaction id, " + table.table() + "_progress, " +
+                             table.table() + "_retry, the " + table.table() +
+                             "_status view, trigger and " + table.table() + "_enqueue()");
   }
   tx.exec_params(
       "UPDATE " + meta_table(table) + " SET version = $2, updated_at = now() WHERE table_name = $1",
@@ -151,6 +299,28 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table, int shar
   result.to_version = kSchemaVersion;
   return result;
 }
+
+namespace {
+
+void require_columns(const TableName& table, const pqxx::result& columns,
+                     const std::vector<std::string>& required) {
+  std::vector<std::string> present;
+  for (const auto& r : columns) {
+    present.push_back(r[0].as<std::string>());
+  }
+  std::string missing;
+  for (const auto& c : required) {
+    if (std::find(present.begin(), present.end(), c) == present.end()) {
+      missing += (missing.empty() ? "" : ", ") + c;
+    }
+  }
+  if (!missing.empty()) {
+    throw SchemaError("table " + table.plain() + " lacks the columns the relay needs: " + missing +
+                      " (create it with `outbox-operator migrate`)");
+  }
+}
+
+}  // namespace
 
 TableInfo inspect_table(pqxx::connection& conn, const TableName& table) {
   pqxx::nontransaction tx(conn);
@@ -163,35 +333,31 @@ TableInfo inspect_table(pqxx::connection& conn, const TableName& table) {
                       " does not exist: run `outbox-operator migrate --table " + table.plain() +
                       "` first");
   }
-  std::vector<std::string> present;
-  for (const auto& r : cols) {
-    present.push_back(r[0].as<std::string>());
-  }
-  std::string missing;
-  for (const auto& c : kRequiredColumns) {
-    if (std::find(present.begin(), present.end(), c) == present.end()) {
-      missing += (missing.empty() ? "" : ", ") + c;
-    }
-  }
-  if (!missing.empty()) {
-    throw SchemaError("table " + table.plain() + " lacks the columns the relay needs: " + missing +
-                      " (create it with `outbox-operator migrate`)");
-  }
-  TableInfo info;
+  // to_jsonb: a version-2 meta table has no mode column yet, and needs none.
   auto meta = tx.exec_params(
-      "SELECT version, shard_count FROM " + meta_table(table) + " WHERE table_name = $1",
+      "SELECT (m->>'version')::int, (m->>'shard_count')::int, COALESCE(m->>'mode', 'status'), "
+      "COALESCE((m->>'partition_xids')::bigint, 0) FROM (SELECT to_jsonb(t) AS m FROM " +
+          meta_table(table) + " t WHERE table_name = $1) s",
       table.table());
   if (meta.empty()) {
+    require_columns(table, cols, kRequiredColumns);  // a hand-made table: say what it lacks
     throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
                       ".outbox_meta: run `outbox-operator migrate`");
   }
+  TableInfo info;
   info.version = meta[0][0].as<int>();
   info.shard_count = meta[0][1].as<int>();
-  if (info.version != kSchemaVersion) {
+  info.mode = parse_mode(meta[0][2].as<std::string>());
+  info.partition_xids = meta[0][3].as<std::int64_t>();
+  // Status mode works from version 2 on (version 3 only records the mode).
+  const int needed = info.mode == TableMode::kLog ? 3 : 2;
+  if (info.version < needed || info.version > kSchemaVersion) {
     throw SchemaError("table " + table.plain() + " is at schema version " +
                       std::to_string(info.version) + ", this binary needs " +
-                      std::to_string(kSchemaVersion) + ": run `outbox-operator migrate`");
+                      std::to_string(needed) + " to " + std::to_string(kSchemaVersion) +
+                      ": run `outbox-operator migrate`");
   }
+  require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
   return info;
 }
 

@@ -2,6 +2,9 @@
 
 #include <pqxx/pqxx>
 
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,22 +17,51 @@ namespace outbox {
 // creation: the shard is a stored generated column.
 inline constexpr int kDefaultShardCount = 64;
 
+// How the relay keeps track of what it published (docs/relay.md, "Two modes").
+// Status: each row carries its own status, updated when sent (suits a table
+// the relay does not own). Log: the table is insert-only, partitioned by
+// transaction id; the relay remembers per shard how far it has read, failures
+// live in "<table>_retry", and retention drops whole partitions. Fixed when
+// the table is created.
+enum class TableMode { kStatus, kLog };
+std::string mode_name(TableMode mode);  // "status" or "log"
+// Throws std::invalid_argument for anything but "status" or "log".
+TableMode parse_mode(const std::string& text);
+
+// Transaction ids per partition of a log-mode table when migrate is not told otherwise.
+inline constexpr std::int64_t kDefaultPartitionXids = 10'000'000;
+
 struct MigrationResult {
   int from_version = 0;
   int to_version = 0;
   std::vector<std::string> applied;  // one line per step applied
 };
 
+struct MigrateOptions {
+  int shard_count = kDefaultShardCount;
+  // Only for a new table; nullopt: status, or whatever an existing table has.
+  std::optional<TableMode> mode;
+  std::int64_t partition_xids = kDefaultPartitionXids;  // log mode only
+};
+
 // Creates or upgrades the outbox table, its indexes, NOTIFY trigger and enqueue
-// function. Idempotent and versioned (schema "outbox_meta" table); concurrent
-// calls are serialised with a transaction-scoped advisory lock.
+// function (and in log mode its partitions, progress and retry tables and the
+// "<table>_status" view). Idempotent and versioned (schema "outbox_meta" table);
+// concurrent calls are serialised with a transaction-scoped advisory lock. Asking
+// an existing table for another mode throws SchemaError.
 MigrationResult migrate(pqxx::connection& conn, const TableName& table,
-                        int shard_count = kDefaultShardCount);
+                        const MigrateOptions& options);
+inline MigrationResult migrate(pqxx::connection& conn, const TableName& table,
+                               int shard_count = kDefaultShardCount) {
+  return migrate(conn, table, MigrateOptions{shard_count, std::nullopt, kDefaultPartitionXids});
+}
 
 // Facts the relay reads at start-up; throws SchemaError naming what is missing.
 struct TableInfo {
   int version = 0;
   int shard_count = 0;
+  TableMode mode = TableMode::kStatus;
+  std::int64_t partition_xids = 0;  // log mode: transaction ids per partition
 };
 TableInfo inspect_table(pqxx::connection& conn, const TableName& table);
 
@@ -39,6 +71,6 @@ class SchemaError : public std::runtime_error {
 };
 
 // The schema version this binary writes and expects.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 }  // namespace outbox

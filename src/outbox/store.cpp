@@ -31,29 +31,47 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table) : con
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
 }
 
+WaitingList::WaitingList(pqxx::connection& conn, const TableName& table) : conn_(conn) {
+  const std::string waiting = table.quoted_with_suffix("_waiting");
+  wait_sql_ = "INSERT INTO " + waiting +
+              " (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO UPDATE SET since = now()";
+  unwait_sql_ = "DELETE FROM " + waiting + " WHERE pid = pg_backend_pid()";
+  forget_sql_ = "DELETE FROM " + waiting + " WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)";
+}
+
+void WaitingList::set(bool waiting) {
+  pqxx::nontransaction tx(conn_);
+  tx.exec(waiting ? wait_sql_ : unwait_sql_);
+}
+
+void WaitingList::forget_dead() {
+  pqxx::nontransaction tx(conn_);
+  tx.exec(forget_sql_);
+}
+
 OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
-    : conn_(conn), table_(std::move(table)), claims_(conn, table_) {
+    : conn_(conn), table_(std::move(table)), claims_(conn, table_), waiting_(conn, table_) {
   const std::string q = table_.quoted();
   mark_sql_ = "UPDATE " + q + " SET status = " + kSent +
               ", sent_at = now(), updated_at = now(), last_error = NULL "
               "WHERE id = ANY($1::bigint[]) AND status = " +
               kPending;
   delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = " + kPending;
-  const std::string waiting = table_.quoted_with_suffix("_waiting");
-  wait_sql_ = "INSERT INTO " + waiting +
-              " (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO UPDATE SET since = now()";
-  unwait_sql_ = "DELETE FROM " + waiting + " WHERE pid = pg_backend_pid()";
 }
 
 void OutboxStore::set_waiting(bool waiting) {
-  pqxx::nontransaction tx(conn_);
-  tx.exec(waiting ? wait_sql_ : unwait_sql_);
+  waiting_.set(waiting);
 }
 
 void OutboxStore::forget_dead_waiters() {
-  pqxx::nontransaction tx(conn_);
-  tx.exec("DELETE FROM " + table_.quoted_with_suffix("_waiting") +
-          " WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)");
+  waiting_.forget_dead();
+}
+
+void OutboxStore::write_back(const std::vector<OutboxEvent>& /*batch*/,
+                             const std::vector<std::int64_t>& delivered,
+                             const std::vector<RetryDecision>& decisions, bool delete_on_sent) {
+  mark_sent(delivered, delete_on_sent);
+  record_failures(decisions);
 }
 
 std::vector<OutboxEvent> ClaimQueries::claim_batch(const std::vector<int>& shards, int limit,
@@ -139,14 +157,24 @@ Backlog OutboxStore::backlog(std::chrono::seconds stuck_after) {
 }
 
 TableHealth OutboxStore::health() {
-  pqxx::nontransaction tx(conn_);
+  return table_health(conn_, table_, false);
+}
+
+TableHealth table_health(pqxx::connection& conn, const TableName& table, bool partitioned) {
+  pqxx::nontransaction tx(conn);
+  // A partitioned table has no statistics of its own: its partitions have.
+  const std::string rels = partitioned
+                               ? "relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
+                                 "to_regclass(quote_ident($1) || '.' || quote_ident($2)))"
+                               : "schemaname = $1 AND relname = $2";
   auto r = tx.exec_params(
-      "SELECT COALESCE(n_live_tup, 0), COALESCE(n_dead_tup, 0), "
-      "COALESCE(EXTRACT(EPOCH FROM now() - greatest(last_vacuum, last_autovacuum)), -1), "
+      "SELECT COALESCE(sum(n_live_tup), 0)::bigint, COALESCE(sum(n_dead_tup), 0)::bigint, "
+      "COALESCE(EXTRACT(EPOCH FROM now() - min(greatest(last_vacuum, last_autovacuum))), -1), "
       "(SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
       " WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) "
-      "FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2",
-      table_.schema(), table_.table());
+      "FROM pg_stat_user_tables WHERE " +
+          rels,
+      table.schema(), table.table());
   TableHealth h;
   if (!r.empty()) {
     h.live_tuples = r[0][0].as<std::int64_t>();

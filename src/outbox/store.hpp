@@ -21,6 +21,12 @@ struct OutboxEvent {
   std::string created_at;  // RFC 3339, database clock
   int retry_count = 0;
   int shard = 0;
+  // Log mode only: the inserting transaction's id; whether the event came from
+  // <table>_retry (parked); whether its key has an unresolved failure there, so
+  // that it must not be sent but parked behind it (held).
+  std::uint64_t xid = 0;
+  bool parked = false;
+  bool held = false;
 };
 
 // What to do with one event after a failed delivery.
@@ -49,7 +55,70 @@ struct TableHealth {
 // holds no shard lock: the relay's claim session, whose claims overlap the
 // write-back on the lock session. Every write stays with OutboxStore on the lock
 // session; the caller must own the shards it names.
-class ClaimQueries {
+// The claim of either table mode: up to `limit` events of `shards` that are due,
+// in the order they must be published, leaving out `exclude_ids` (a batch still
+// in flight) and every event that would overtake an unresolved failure of its key.
+class EventClaims {
+ public:
+  virtual ~EventClaims() = default;
+  virtual std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
+                                               const std::vector<std::int64_t>& exclude_ids) = 0;
+};
+
+// What the relay does with a table, whatever its mode. Every statement runs on the
+// session that holds the shard locks (the fencing check), outside any transaction
+// that would span a Kafka call.
+class EventStore {
+ public:
+  virtual ~EventStore() = default;
+  // The claim on this session.
+  virtual EventClaims& claims() = 0;
+  // Writes a settled batch back: `batch` is every event claimed for it (sent or
+  // not), `delivered` the ids Kafka acknowledged, `decisions` the failures. An
+  // event in neither stays due as it was (status mode: untouched; log mode:
+  // parked behind its key's failure, or in line again).
+  virtual void write_back(const std::vector<OutboxEvent>& batch,
+                          const std::vector<std::int64_t>& delivered,
+                          const std::vector<RetryDecision>& decisions, bool delete_on_sent) = 0;
+  // A claimed batch that will not be sent at all (Kafka unreachable): its events
+  // must come back in the next claims. Status mode: nothing to do.
+  virtual void unclaim(const std::vector<OutboxEvent>& /*batch*/) {}
+  // Between batches (nothing in flight): log mode records how far idle shards have
+  // been read and makes partitions ahead. Status mode: nothing to do.
+  virtual void maintain(const std::vector<int>& /*owned*/) {}
+  // Tells the insert trigger whether this session waits for a NOTIFY (schema v2:
+  // the trigger notifies only while someone waits). One primary-key write: it
+  // sits on the wake-up path.
+  virtual void set_waiting(bool waiting) = 0;
+  // Drops the entries of sessions that no longer exist (a killed relay's), which
+  // would otherwise make every insert notify.
+  virtual void forget_dead_waiters() = 0;
+  // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
+  virtual Backlog backlog(std::chrono::seconds stuck_after) = 0;
+  // Signals of a polling queue heading for trouble: dead tuples, the oldest open
+  // transaction (in log mode it holds the reads back: latency, not loss), vacuum lag.
+  virtual TableHealth health() = 0;
+};
+
+// The "<table>_waiting" entries of one session (the same in both modes).
+class WaitingList {
+ public:
+  WaitingList(pqxx::connection& conn, const TableName& table);
+  void set(bool waiting);
+  void forget_dead();
+
+ private:
+  pqxx::connection& conn_;
+  std::string wait_sql_;
+  std::string unwait_sql_;
+  std::string forget_sql_;
+};
+
+// Table health from the statistics views; `partitioned` sums the partitions.
+TableHealth table_health(pqxx::connection& conn, const TableName& table, bool partitioned);
+
+// The status-mode claim, and nothing else.
+class ClaimQueries : public EventClaims {
  public:
   ClaimQueries(pqxx::connection& conn, const TableName& table);
 
@@ -59,7 +128,7 @@ class ClaimQueries {
   // later events only after it is settled). `exclude_ids` holds the events of a
   // batch still in flight.
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
-                                       const std::vector<std::int64_t>& exclude_ids = {});
+                                       const std::vector<std::int64_t>& exclude_ids = {}) override;
 
  private:
   pqxx::connection& conn_;
@@ -71,7 +140,7 @@ class ClaimQueries {
 // so no transaction ever spans a Kafka call. Call it on the session that holds the
 // shard locks: the locks die with that session, so a write-back that succeeds
 // proves the shards were still owned (the fencing check).
-class OutboxStore {
+class OutboxStore : public EventStore {
  public:
   OutboxStore(pqxx::connection& conn, TableName table);
 
@@ -80,7 +149,10 @@ class OutboxStore {
                                        const std::vector<std::int64_t>& exclude_ids = {}) {
     return claims_.claim_batch(shards, limit, exclude_ids);
   }
-  ClaimQueries& claims() { return claims_; }
+  ClaimQueries& claims() override { return claims_; }
+  // mark_sent + record_failures.
+  void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,
+                  const std::vector<RetryDecision>& decisions, bool delete_on_sent) override;
 
   // Marks delivered events sent (or deletes them) in one statement. Returns rows changed.
   std::int64_t mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows);
@@ -88,20 +160,10 @@ class OutboxStore {
   // Records failed deliveries: retry_count + 1 with a backoff, or FAILED.
   void record_failures(const std::vector<RetryDecision>& decisions);
 
-  // Tells the insert trigger whether this session waits for a NOTIFY (schema v2:
-  // the trigger notifies only while someone waits). One primary-key write: it
-  // sits on the wake-up path.
-  void set_waiting(bool waiting);
-  // Drops the entries of sessions that no longer exist (a killed relay's), which
-  // would otherwise make every insert notify.
-  void forget_dead_waiters();
-
-  // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
-  Backlog backlog(std::chrono::seconds stuck_after);
-
-  // Signals of a polling queue heading for trouble: dead tuples the claim must
-  // step over, the oldest open transaction holding back vacuum, vacuum lag.
-  TableHealth health();
+  void set_waiting(bool waiting) override;
+  void forget_dead_waiters() override;
+  Backlog backlog(std::chrono::seconds stuck_after) override;
+  TableHealth health() override;
 
   const TableName& table() const { return table_; }
 
@@ -109,10 +171,9 @@ class OutboxStore {
   pqxx::connection& conn_;
   TableName table_;
   ClaimQueries claims_;
+  WaitingList waiting_;
   std::string mark_sql_;
   std::string delete_sql_;
-  std::string wait_sql_;
-  std::string unwait_sql_;
 };
 
 // Writes one event inside the caller's transaction (the C++ enqueue helper).

@@ -9,24 +9,28 @@
 
 namespace outbox::relay {
 
-BatchOutcome BatchPublisher::publish(OutboxStore& store, const std::vector<OutboxEvent>& batch) {
+BatchOutcome BatchPublisher::publish(EventStore& store, const std::vector<OutboxEvent>& batch) {
   send(batch);
   return write_back(store, settle());
 }
 
-std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch) {
+std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch,
+                                 const std::set<std::string>& held) {
   batch_.clear();
   produced_.clear();
   unroutable_.clear();
+  kept_back_.clear();
   batch_.reserve(batch.size());
   std::vector<kafka::Message> messages;
   messages.reserve(batch.size());
   std::unordered_map<std::string, std::string> key_topic;  // the topic a key sends to in this batch
-  std::unordered_set<std::string> cut;                     // keys whose later events wait
-  std::size_t left_out = 0;
+  std::unordered_set<std::string> cut(held.begin(), held.end());  // keys whose events wait
   for (OutboxEvent& e : batch) {
+    if (e.held) {
+      cut.insert(e.biz_id);
+    }
     if (cut.count(e.biz_id) != 0) {
-      ++left_out;
+      kept_back_.push_back(std::move(e));
       continue;
     }
     std::string topic = policy_.router.topic_for(e.biz_type);
@@ -38,7 +42,7 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch) {
     }
     if (auto [it, first] = key_topic.try_emplace(e.biz_id, topic); !first && it->second != topic) {
       cut.insert(e.biz_id);
-      ++left_out;
+      kept_back_.push_back(std::move(e));
       continue;
     }
     messages.push_back(
@@ -51,7 +55,7 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch) {
   }
   producer_.send(messages);
   in_flight_ = true;
-  return left_out;
+  return kept_back_.size();
 }
 
 std::vector<std::int64_t> BatchPublisher::ids_in_flight() const {
@@ -135,7 +139,7 @@ Settlement BatchPublisher::settle() {
   sent.reserve(produced_.size());
   std::vector<bool> was_produced(batch_.size(), false);
   for (std::size_t i : produced_) {
-    sent.push_back(std::move(batch_[i]));
+    sent.push_back(batch_[i]);
     was_produced[i] = true;
   }
   Settlement s = judge_deliveries(sent, deliveries, policy_, rng_);
@@ -150,9 +154,17 @@ Settlement BatchPublisher::settle() {
   }
   s.outcome.failed += unroutable_.size();
   s.decisions.insert(s.decisions.end(), unroutable_.begin(), unroutable_.end());
+  // Kept back: not sent, so their keys wait for the next batch too.
+  for (const OutboxEvent& e : kept_back_) {
+    s.held_keys.insert(e.biz_id);
+  }
+  s.batch = std::move(batch_);
+  s.batch.insert(s.batch.end(), std::make_move_iterator(kept_back_.begin()),
+                 std::make_move_iterator(kept_back_.end()));
   unroutable_.clear();
   produced_.clear();
   batch_.clear();
+  kept_back_.clear();
   return s;
 }
 
@@ -162,9 +174,8 @@ std::string failed_event_line(const RetryDecision& d, const std::string& event_i
          "; once the cause is fixed: outbox-operator requeue --event-id " + event_id;
 }
 
-BatchOutcome BatchPublisher::write_back(OutboxStore& store, const Settlement& s) {
-  store.mark_sent(s.delivered, policy_.delete_on_sent);
-  store.record_failures(s.decisions);
+BatchOutcome BatchPublisher::write_back(EventStore& store, const Settlement& s) {
+  store.write_back(s.batch, s.delivered, s.decisions, policy_.delete_on_sent);
   for (const auto& d : s.decisions) {
     if (d.failed) {
       auto it = s.event_ids.find(d.id);
@@ -182,6 +193,7 @@ void BatchPublisher::abandon() {
   batch_.clear();
   produced_.clear();
   unroutable_.clear();
+  kept_back_.clear();
 }
 
 }  // namespace outbox::relay

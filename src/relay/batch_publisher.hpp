@@ -42,6 +42,9 @@ struct Settlement {
   std::set<std::string> held_keys;
   std::vector<std::int64_t> ids;                  // every event of the batch
   std::map<std::int64_t, std::string> event_ids;  // id -> event_id, for the FAILED log line
+  // Every event claimed for the batch, sent or kept back (the store needs the kept
+  // back ones in log mode, where they are parked rather than left in place).
+  std::vector<OutboxEvent> batch;
 };
 
 // The broker's verdict on events sent in this order (`deliveries[i]` reports on
@@ -70,22 +73,24 @@ class BatchPublisher {
       : producer_(producer), policy_(std::move(policy)), rng_(std::random_device{}()) {}
 
   // send + settle + write_back, for callers that need no overlap.
-  BatchOutcome publish(OutboxStore& store, const std::vector<OutboxEvent>& batch);
+  BatchOutcome publish(EventStore& store, const std::vector<OutboxEvent>& batch);
 
   // Sends the batch, except that a key's events go to one topic per batch: from
   // the first event of a key that routes elsewhere than the key's earlier events
-  // in the batch, the key's events are left out (they stay pending, untouched,
-  // and a later claim returns them). Kafka orders a key's events only within a
-  // partition, so across topics the later event could be delivered while the
-  // earlier one fails. Returns how many events were left out.
-  std::size_t send(std::vector<OutboxEvent> batch);
+  // in the batch, the key's events are kept back (they stay due, and a later
+  // claim returns them). Kafka orders a key's events only within a partition, so
+  // across topics the later event could be delivered while the earlier one fails.
+  // Events of `held` keys, and events the claim found held (log mode), are kept
+  // back too. Returns how many events were kept back; their keys are held for the
+  // next batch.
+  std::size_t send(std::vector<OutboxEvent> batch, const std::set<std::string>& held = {});
   bool in_flight() const { return in_flight_; }
   // The ids of the batch in flight (without the events send() left out), for the
   // next claim to leave out.
   std::vector<std::int64_t> ids_in_flight() const;
   Settlement settle();
   // Writes a settlement back; returns its outcome with the FAILED events logged.
-  BatchOutcome write_back(OutboxStore& store, const Settlement& s);
+  BatchOutcome write_back(EventStore& store, const Settlement& s);
   // Forgets the batch in flight (its events stay pending and will be claimed again).
   void abandon();
 
@@ -97,6 +102,7 @@ class BatchPublisher {
   std::vector<OutboxEvent> batch_;
   std::vector<std::size_t> produced_;      // batch index of each message sent
   std::vector<RetryDecision> unroutable_;  // found before sending: poison at once
+  std::vector<OutboxEvent> kept_back_;     // claimed, not sent (see send())
 };
 
 }  // namespace outbox::relay

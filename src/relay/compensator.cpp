@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "outbox/log_store.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
 
@@ -16,7 +17,8 @@ CompensationReport compensate(const CompensationConfig& config) {
   TableInfo info = inspect_table(conn, table);
   kafka::BatchProducer producer(config.kafka);
   BatchPublisher publisher(producer, config.publish);
-  OutboxStore store(conn, table);
+  LogCursor cursor;
+  std::unique_ptr<EventStore> store = open_store(conn, table, info, cursor);
   ShardOwnership shards(conn, table, info.shard_count);
 
   CompensationReport report;
@@ -24,11 +26,11 @@ CompensationReport compensate(const CompensationConfig& config) {
   shards.acquire_unowned();
   report.shards_taken = static_cast<int>(shards.owned().size());
   while (!shards.owned().empty() && Clock::now() < deadline) {
-    auto batch = store.claim_batch(shards.owned(), config.batch_size);
+    auto batch = store->claims().claim_batch(shards.owned(), config.batch_size, {});
     if (batch.empty()) {
       break;
     }
-    BatchOutcome o = publisher.publish(store, batch);
+    BatchOutcome o = publisher.publish(*store, batch);
     report.resent += o.delivered;
     report.failed += o.failed;
     report.retried += o.retried;
@@ -39,7 +41,7 @@ CompensationReport compensate(const CompensationConfig& config) {
     }
   }
   shards.release_all();
-  report.backlog = store.backlog(config.stale_after);
+  report.backlog = store->backlog(config.stale_after);
   return report;
 }
 

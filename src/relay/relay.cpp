@@ -276,6 +276,7 @@ void Relay::keep_up(Session& s, Pipeline& p) {
   }
   if (now >= p.next_backlog) {
     p.next_backlog = now + config_.backlog_interval;
+    s.store().maintain(s.shards().owned());
     measure_backlog(s);
   }
 }
@@ -313,7 +314,7 @@ std::vector<OutboxEvent> Relay::claim_beside_write_back(Session& s, Pipeline& p,
     if (p.settled) {
       exclude.insert(exclude.end(), p.settled->ids.begin(), p.settled->ids.end());
     }
-    ClaimQueries& on = p.settled ? s.claim_session() : s.store().claims();
+    EventClaims& on = p.settled ? s.claim_session() : s.store().claims();
     p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
     next = std::async(p.settled ? std::launch::async : std::launch::deferred,
                       [this, &s, &on, exclude = std::move(exclude)] {
@@ -341,10 +342,11 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   metrics_.publish_latency.observe(
       std::chrono::duration<double>(Clock::now() - p.in_flight_since).count());
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
-  std::erase_if(next, [&](const OutboxEvent& e) { return held.count(e.biz_id) > 0; });
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
-    send_batch(p, std::move(next), claimed_at);  // unsent claims cost nothing: no row changed
+    send_batch(p, std::move(next), claimed_at, held);
+  } else if (!next.empty()) {
+    s.store().unclaim(next);  // status mode: no row changed; log mode: read again
   }
   p.settled = std::move(settled);
   if (!reachable) {
@@ -390,15 +392,16 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   }
 }
 
-void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_point claimed_at) {
+void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_point claimed_at,
+                       const std::set<std::string>& held) {
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   p.in_flight_since = claimed_at;
-  if (std::size_t left_out = publisher_->send(std::move(batch)); left_out > 0) {
-    // Not lost: they stay pending, untouched, and a later claim returns them.
+  if (std::size_t kept_back = publisher_->send(std::move(batch), held); kept_back > 0) {
+    // Not lost: the write-back leaves them due (or parks them, in log mode).
     spdlog::debug(
-        "{} events wait for a later batch: an earlier event of their key in this "
-        "batch goes to another topic",
-        left_out);
+        "{} events wait for a later batch: an earlier event of their key was not delivered, "
+        "waits for a retry, or goes to another topic in this batch",
+        kept_back);
   }
 }
 

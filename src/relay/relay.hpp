@@ -133,7 +133,8 @@ class Relay {
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
-                  std::chrono::steady_clock::time_point claimed_at);
+                  std::chrono::steady_clock::time_point claimed_at,
+                  const std::set<std::string>& held = {});
   void write_back(Session& s, Pipeline& p);
   void record(const BatchOutcome& outcome);
   void measure_backlog(Session& s);

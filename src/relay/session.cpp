@@ -8,13 +8,13 @@ Session::Session(const std::string& dsn, const TableName& table)
     : lock_conn_(dsn),
       info_(inspect_table(lock_conn_, table)),
       shards_(lock_conn_, table, info_.shard_count),
-      store_(lock_conn_, table),
+      store_(open_store(lock_conn_, table, info_, cursor_)),
       claim_conn_(dsn),
-      claims_(claim_conn_, table),
+      claims_(open_claims(claim_conn_, table, info_, cursor_)),
       wake_(lock_conn_, table.notify_channel()) {
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it.
-  store_.forget_dead_waiters();
+  store_->forget_dead_waiters();
   shards_.join();
 }
 

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <string>
 
 #include <pqxx/pqxx>
 
+#include "outbox/log_store.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
 #include "outbox/store.hpp"
@@ -36,11 +38,12 @@ class Session {
 
   int shard_count() const { return info_.shard_count; }
   ShardOwnership& shards() { return shards_; }
+  TableMode mode() const { return info_.mode; }
   // The lock session's statements: a write-back that succeeds proves the shards
   // were still owned, since the locks die with this session.
-  OutboxStore& store() { return store_; }
+  EventStore& store() { return *store_; }
   // The claim session: its type offers the claim and nothing else.
-  ClaimQueries& claim_session() { return claims_; }
+  EventClaims& claim_session() { return *claims_; }
 
   // NOTIFYs received on the lock session so far.
   std::uint64_t notifications() const { return wake_.count; }
@@ -64,9 +67,10 @@ class Session {
   pqxx::connection lock_conn_;
   TableInfo info_;
   ShardOwnership shards_;
-  OutboxStore store_;
+  LogCursor cursor_;  // log mode: how far the claims have read, shared by both sessions
+  std::unique_ptr<EventStore> store_;
   pqxx::connection claim_conn_;
-  ClaimQueries claims_;
+  std::unique_ptr<EventClaims> claims_;
   WakeUp wake_;
 };
 

@@ -108,11 +108,24 @@ TEST(Schema, MigrateUpgradesAVersion1Table) {
   EXPECT_THROW(inspect_table(conn, t.table), SchemaError);
   MigrationResult r = migrate(conn, t.table, 16);
   EXPECT_EQ(r.from_version, 1);
-  EXPECT_EQ(r.to_version, 2);
-  ASSERT_EQ(r.applied.size(), 1u);
+  EXPECT_EQ(r.to_version, kSchemaVersion);
+  ASSERT_EQ(r.applied.size(), 2u);
   EXPECT_NE(r.applied[0].find("v2"), std::string::npos);
-  EXPECT_EQ(inspect_table(conn, t.table).version, 2);
+  EXPECT_NE(r.applied[1].find("v3"), std::string::npos);
+  EXPECT_EQ(inspect_table(conn, t.table).version, kSchemaVersion);
+  EXPECT_EQ(inspect_table(conn, t.table).mode, TableMode::kStatus);
   OutboxStore(conn, t.table).set_waiting(true);  // the waiting table is back
+}
+
+TEST(Schema, AStatusTableAtVersion2NeedsNoMigrationToRun) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec_params(
+      "UPDATE \"" + t.table.schema() + "\".outbox_meta SET version = 2 WHERE table_name = $1",
+      t.table.table());
+  TableInfo info = inspect_table(conn, t.table);  // version 3 only records the mode
+  EXPECT_EQ(info.version, 2);
+  EXPECT_EQ(info.mode, TableMode::kStatus);
 }
 
 TEST(Schema, ATableWithoutTheExpectedColumnsIsNamedInOneError) {

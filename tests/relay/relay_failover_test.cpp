@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 using testing::consume_all;
 using testing::distinct_seqs;
 using testing::eventually;
+using testing::metric;
 using testing::OutboxTestTable;
 using testing::PartitionInfo;
 using testing::per_key_order_problem;
@@ -37,18 +38,6 @@ constexpr int kKeys = 20;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// A counter of the relay's metrics for its table (0 when not exported yet).
-double metric(ThreadRelay& relay, const std::string& name, const std::string& table) {
-  const std::string prefix = name + "{table=\"" + table + "\"} ";
-  std::istringstream lines(relay.registry().render());
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(prefix, 0) == 0) {
-      return std::stod(line.substr(prefix.size()));
-    }
-  }
-  return 0;
 }
 
 // How many partitions each broker leads; -1 counts partitions without a leader.

@@ -7,8 +7,10 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <cstdlib>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -67,12 +69,39 @@ std::vector<Consumed> consume_all(const std::vector<std::string>& topics, std::s
   return out;
 }
 
+double metric(ThreadRelay& relay, const std::string& name, const std::string& table) {
+  const std::string prefix = name + "{table=\"" + table + "\"} ";
+  std::istringstream lines(relay.registry().render());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) {
+      return std::stod(line.substr(prefix.size()));
+    }
+  }
+  return 0;
+}
+
+TableMode table_mode() {
+  const char* mode = std::getenv("OUTBOX_TEST_TABLE_MODE");
+  return mode == nullptr || *mode == '\0' ? TableMode::kStatus : parse_mode(mode);
+}
+
+void migrate_for_test(pqxx::connection& conn, const TableName& table) {
+  MigrateOptions options;
+  options.shard_count = 16;
+  options.mode = table_mode();
+  migrate(conn, table, options);
+}
+
 OutboxTestTable::OutboxTestTable()
     : dsn(testbed::postgres_dsn()),
       table(TableName::parse(testbed::unique_name("outbox"))),
       topic(testbed::unique_name("topic")) {
   pqxx::connection conn(dsn);
-  migrate(conn, table, 16);
+  migrate_for_test(conn, table);
+}
+
+std::string OutboxTestTable::events() const {
+  return table_mode() == TableMode::kLog ? table.quoted_with_suffix("_status") : table.quoted();
 }
 
 void OutboxTestTable::insert(int n, int keys, int start_seq) {
@@ -92,8 +121,7 @@ void OutboxTestTable::insert(int n, int keys, int start_seq) {
 long long OutboxTestTable::count(const std::string& where) {
   pqxx::connection conn(dsn);
   pqxx::nontransaction tx(conn);
-  return tx.exec("SELECT count(*) FROM " + table.quoted() + " WHERE " + where)[0][0]
-      .as<long long>();
+  return tx.exec("SELECT count(*) FROM " + events() + " WHERE " + where)[0][0].as<long long>();
 }
 
 relay::RelayConfig OutboxTestTable::relay_config(const std::string& bootstrap) const {

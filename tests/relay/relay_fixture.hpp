@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "metrics/registry.hpp"
+#include "outbox/schema.hpp"
 #include "outbox/table.hpp"
 #include "relay/relay.hpp"
 #include "support/child_process.hpp"
@@ -37,7 +38,13 @@ std::vector<Consumed> consume_all(
     std::chrono::milliseconds settle = std::chrono::milliseconds(1500),
     const std::string& bootstrap = "");
 
-// A fresh outbox table (migrated) and a topic prefix, unique to one test.
+// The table mode the tests run in: OUTBOX_TEST_TABLE_MODE (status, the default, or
+// log). CMake registers the relay's integration tests once per mode.
+TableMode table_mode();
+// migrate(), 16 shards, in table_mode().
+void migrate_for_test(pqxx::connection& conn, const TableName& table);
+
+// A fresh outbox table (migrated in table_mode()) and a topic prefix, unique to one test.
 struct OutboxTestTable {
   OutboxTestTable();
   std::string dsn;
@@ -47,6 +54,10 @@ struct OutboxTestTable {
   // Inserts n events in one committed transaction; keys cycle through `keys`.
   // Payload carries {"seq": i, "key": k} so order can be checked per key.
   void insert(int n, int keys, int start_seq = 0);
+  // Every event with the status-mode columns (status, retry_count, last_error): the
+  // table itself, or in log mode its "_status" view.
+  std::string events() const;
+  // Events of events() matching `where`.
   long long count(const std::string& where);
   // A relay for this table on the test bed's broker, or on `bootstrap` when given.
   relay::RelayConfig relay_config(const std::string& bootstrap = "") const;
@@ -67,6 +78,9 @@ class ThreadRelay {
   std::unique_ptr<relay::Relay> relay_;
   std::thread thread_;
 };
+
+// A counter of the relay's metrics for its table (0 when not exported yet).
+double metric(ThreadRelay& relay, const std::string& name, const std::string& table);
 
 // The relay as a separate process of the real binary (to kill -9 or SIGTERM).
 class ProcessRelay {

@@ -52,7 +52,7 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   EXPECT_EQ(got[0].headers.at("event_id").size(), 36u);
   EXPECT_FALSE(got[0].headers.at("created_at").empty());
   pqxx::connection conn(t.dsn);
-  auto row = pqxx::nontransaction(conn).exec("SELECT event_id::text FROM " + t.table.quoted());
+  auto row = pqxx::nontransaction(conn).exec("SELECT event_id::text FROM " + t.events());
   EXPECT_EQ(got[0].headers.at("event_id"), row[0][0].as<std::string>());
   EXPECT_NE(relay.registry().render().find("outbox_events_published_total{table=\"" +
                                            t.table.plain() + "\"} 1"),
@@ -156,7 +156,7 @@ TEST(Relay, APoisonEventEndsFailedWithTheReasonWhileOtherKeysFlow) {
   ASSERT_TRUE(
       eventually([&] { return t.count("status = 1") == 50 && t.count("status = 2") == 1; }, 60s));
   pqxx::connection conn(t.dsn);
-  auto r = pqxx::nontransaction(conn).exec("SELECT biz_id, last_error FROM " + t.table.quoted() +
+  auto r = pqxx::nontransaction(conn).exec("SELECT biz_id, last_error FROM " + t.events() +
                                            " WHERE status = 2");
   EXPECT_EQ(r[0][0].as<std::string>(), "poison");
   EXPECT_NE(r[0][1].as<std::string>().find("too large"), std::string::npos)
@@ -213,7 +213,7 @@ TEST(Relay, LaterEventsOfAKeyOnAnotherTopicWaitUntilItsRefusedHeadIsDelivered) {
   auto head_attempts = [&] {
     pqxx::connection conn(t.dsn);
     return pqxx::nontransaction(conn)
-        .exec("SELECT retry_count FROM " + t.table.quoted() + " WHERE biz_type = 'head'")[0][0]
+        .exec("SELECT retry_count FROM " + t.events() + " WHERE biz_type = 'head'")[0][0]
         .as<int>();
   };
 
@@ -298,7 +298,7 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
   EXPECT_FALSE(relay.relay().ready());
   pqxx::connection conn(c.dsn);
   auto table = TableName::parse(c.table);
-  migrate(conn, table, 16);
+  testing::migrate_for_test(conn, table);
   {
     pqxx::work tx(conn);
     enqueue(tx, table, "order", "k", R"({"seq": 1})");
@@ -307,7 +307,11 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
   ASSERT_TRUE(testing::eventually(
       [&] {
         return pqxx::nontransaction(conn)
-                   .exec("SELECT count(*) FROM " + table.quoted() + " WHERE status = 1")[0][0]
+                   .exec("SELECT count(*) FROM " +
+                         (testing::table_mode() == TableMode::kLog
+                              ? table.quoted_with_suffix("_status")
+                              : table.quoted()) +
+                         " WHERE status = 1")[0][0]
                    .as<int>() == 1;
       },
       30s));

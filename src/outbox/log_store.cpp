@@ -1,0 +1,322 @@
+#include "outbox/log_store.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "outbox/event_status.hpp"
+#include "outbox/log_partitions.hpp"
+
+namespace outbox {
+namespace {
+
+const std::string kPending = sql(EventStatus::kPending);
+const std::string kFailed = sql(EventStatus::kFailed);
+
+// What a write-back does with one event (the "verdict" column of its statement).
+enum Verdict : int { kDelivered = 0, kRetry = 1, kFailedForGood = 2, kPark = 3 };
+
+}  // namespace
+
+void LogCursor::follow(pqxx::transaction_base& tx, const TableName& table,
+                       const std::vector<int>& owned) {
+  const std::unordered_set<int> keep(owned.begin(), owned.end());
+  std::erase_if(positions_, [&](const auto& p) { return keep.count(p.first) == 0; });
+  std::vector<int> unknown;
+  for (int shard : owned) {
+    if (positions_.count(shard) == 0) {
+      unknown.push_back(shard);
+    }
+  }
+  if (unknown.empty()) {
+    return;
+  }
+  auto rows =
+      tx.exec_params("SELECT shard, xid::text, id FROM " + table.quoted_with_suffix("_progress") +
+                         " WHERE shard = ANY($1::int[])",
+                     pg_int_array(unknown));
+  for (const auto& r : rows) {
+    positions_[r[0].as<int>()] = {r[1].as<std::uint64_t>(), r[2].as<std::int64_t>()};
+  }
+}
+
+LogPosition LogCursor::lowest() const {
+  LogPosition low{};
+  bool first = true;
+  for (const auto& [shard, pos] : positions_) {
+    if (first || pos < low) {
+      low = pos;
+      first = false;
+    }
+  }
+  return low;
+}
+
+void LogCursor::advance(LogPosition end) {
+  for (auto& [shard, pos] : positions_) {
+    pos = std::max(pos, end);
+  }
+}
+
+LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
+                     LogCursor& cursor)
+    : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor) {
+  const std::string retry = table.quoted_with_suffix("_retry");
+  // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
+  auto columns = [](const std::string& a) {
+    return a + ".id, " + a + ".event_id::text, " + a + ".biz_type, " + a + ".biz_id, " + a +
+           ".payload::text, to_char(" + a +
+           ".created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ";
+  };
+  // Heads: the earliest pending failure of each key, when due. Log: the rows after
+  // the cursor (per shard: $6/$7 are indexed by shard + 1), of transactions below
+  // the oldest running one, in (xid, id) order from the primary key. UNION ALL
+  // returns the heads first (claim_batch relies on it).
+  claim_sql_ = "(SELECT " + columns("h") +
+               "h.retry_count, h.shard, h.xid::text, true, false FROM (SELECT DISTINCT ON "
+               "(biz_id) * FROM " +
+               retry + " WHERE status = " + kPending +
+               " AND shard = ANY($1::int[]) ORDER BY biz_id, xid, id) h WHERE h.next_retry_time "
+               "<= now() AND h.id <> ALL($3::bigint[]) ORDER BY h.xid, h.id LIMIT $2) UNION ALL "
+               "(SELECT " +
+               columns("e") + "0, e.shard, e.xid::text, false, EXISTS (SELECT 1 FROM " + retry +
+               " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ") FROM " +
+               table.quoted() +
+               " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
+               "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
+               "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
+               "e.id LIMIT $2)";
+  // One plan whatever the statistics say: a bulk backlog inserted before autovacuum
+  // has analyzed the new partition would otherwise be read with a bitmap scan and a
+  // sort of every pending row per claim. These sessions run nothing that needs either.
+  // The costs this gives the plans left out would switch JIT on, for a millisecond query.
+  pqxx::nontransaction tx(conn_);
+  tx.exec("SET enable_sort = off");
+  tx.exec("SET enable_bitmapscan = off");
+  tx.exec("SET enable_seqscan = off");
+  tx.exec("SET jit = off");
+}
+
+std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, int limit,
+                                                const std::vector<std::int64_t>& exclude_ids) {
+  std::vector<OutboxEvent> events;
+  if (shards.empty() || limit <= 0) {
+    return events;
+  }
+  pqxx::nontransaction tx(conn_);
+  cursor_.follow(tx, table_, shards);
+  cursor_.remember_before_claim();
+  std::vector<std::uint64_t> xids(static_cast<std::size_t>(shard_count_), 0);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(shard_count_), 0);
+  for (const auto& [shard, pos] : cursor_.positions()) {
+    xids.at(static_cast<std::size_t>(shard)) = pos.xid;
+    ids.at(static_cast<std::size_t>(shard)) = pos.id;
+  }
+  const LogPosition low = cursor_.lowest();
+  auto rows =
+      tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_int_array(exclude_ids),
+                     std::to_string(low.xid), low.id, pg_int_array(xids), pg_int_array(ids));
+  std::size_t heads = 0;
+  for (const auto& r : rows) {
+    heads += r[9].as<bool>() ? 1 : 0;
+  }
+  // Every due head, and log rows up to the limit: those past it stay after the cursor.
+  const std::size_t log_room =
+      static_cast<std::size_t>(limit) - std::min<std::size_t>(heads, limit);
+  std::size_t log_kept = 0;
+  events.reserve(std::min(rows.size(), static_cast<std::size_t>(limit)));
+  LogPosition end{};
+  for (const auto& r : rows) {
+    const bool parked = r[9].as<bool>();
+    if (!parked && log_kept++ == log_room) {
+      break;  // log rows come in order: the rest stay after the cursor too
+    }
+    OutboxEvent e;
+    e.id = r[0].as<std::int64_t>();
+    e.event_id = r[1].as<std::string>();
+    e.biz_type = r[2].as<std::string>();
+    e.biz_id = r[3].as<std::string>();
+    e.payload = r[4].as<std::string>();
+    e.created_at = r[5].as<std::string>();
+    e.retry_count = r[6].as<int>();
+    e.shard = r[7].as<int>();
+    e.xid = r[8].as<std::uint64_t>();
+    e.parked = parked;
+    e.held = r[10].as<bool>();
+    if (!parked) {
+      end = {e.xid, e.id};
+    }
+    events.push_back(std::move(e));
+  }
+  if (events.size() > heads) {
+    cursor_.advance(end);
+  }
+  return events;
+}
+
+LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
+                   std::int64_t partition_xids, LogCursor& cursor)
+    : conn_(conn),
+      table_(std::move(table)),
+      partition_xids_(partition_xids),
+      cursor_(cursor),
+      claims_(conn, table_, shard_count, cursor),
+      waiting_(conn, table_) {
+  const std::string retry = table_.quoted_with_suffix("_retry");
+  const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
+                             kFailed + " ELSE " + kPending + " END";
+  const std::string next_try = "now() + v.delay_ms * interval '1 millisecond'";
+  // copied: failures and parked events of the log, whole (their partition may go);
+  // sent / retried: events that came from _retry; then every shard of the batch
+  // moves past it. One statement: all of it or nothing, on the lock session.
+  write_back_sql_ =
+      "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::xid8[], $3::int[], $4::int[], "
+      "$5::bigint[], $6::text[]) AS v(id, xid, parked, verdict, delay_ms, error)), "
+      "copied AS (INSERT INTO " +
+      retry +
+      " (id, xid, event_id, biz_type, biz_id, payload, created_at, shard, status, retry_count, "
+      "next_retry_time, last_error) SELECT e.id, e.xid, e.event_id, e.biz_type, e.biz_id, "
+      "e.payload, e.created_at, e.shard, " +
+      status + ", CASE WHEN v.verdict = " + std::to_string(kPark) + " THEN 0 ELSE 1 END, " +
+      next_try + ", NULLIF(v.error, '') FROM v JOIN " + table_.quoted() +
+      " e ON e.xid = v.xid AND e.id = v.id WHERE v.parked = 0 ON CONFLICT (id) DO NOTHING), "
+      "sent AS (DELETE FROM " +
+      retry + " r USING v WHERE v.parked = 1 AND v.verdict = " + std::to_string(kDelivered) +
+      " AND r.id = v.id), retried AS (UPDATE " + retry +
+      " r SET retry_count = r.retry_count + 1, status = " + status +
+      ", next_retry_time = " + next_try +
+      ", last_error = v.error, updated_at = now() FROM v WHERE v.parked = 1 AND v.verdict IN (" +
+      std::to_string(kRetry) + ", " + std::to_string(kFailedForGood) +
+      ") AND r.id = v.id AND r.status = " + kPending + ") UPDATE " +
+      table_.quoted_with_suffix("_progress") +
+      " p SET xid = $7::xid8, id = $8, updated_at = now() WHERE p.shard = ANY($9::int[]) AND "
+      "(p.xid, p.id) < ($7::xid8, $8::bigint)";
+}
+
+void LogStore::write_back(const std::vector<OutboxEvent>& batch,
+                          const std::vector<std::int64_t>& delivered,
+                          const std::vector<RetryDecision>& decisions, bool /*delete_on_sent*/) {
+  const std::unordered_set<std::int64_t> ok(delivered.begin(), delivered.end());
+  std::unordered_map<std::int64_t, const RetryDecision*> decided;
+  for (const auto& d : decisions) {
+    decided[d.id] = &d;
+  }
+  std::vector<std::int64_t> ids, delays;
+  std::vector<std::uint64_t> xids;
+  std::vector<int> parked, verdicts;
+  std::vector<std::string> errors;
+  std::vector<int> shards;
+  LogPosition end{};
+  for (const OutboxEvent& e : batch) {
+    const auto d = decided.find(e.id);
+    const int verdict = ok.count(e.id) != 0  ? kDelivered
+                        : d == decided.end() ? kPark
+                        : d->second->failed  ? kFailedForGood
+                                             : kRetry;
+    if (!e.parked) {
+      shards.push_back(e.shard);
+      end = std::max(end, LogPosition{e.xid, e.id});
+    }
+    if ((!e.parked && verdict == kDelivered) || (e.parked && verdict == kPark)) {
+      continue;  // nothing to record: read past, or still waiting in _retry
+    }
+    ids.push_back(e.id);
+    xids.push_back(e.xid);
+    parked.push_back(e.parked ? 1 : 0);
+    verdicts.push_back(verdict);
+    delays.push_back(d == decided.end() ? 0 : d->second->delay.count());
+    errors.push_back(d == decided.end() ? "" : d->second->error.substr(0, 2000));
+  }
+  if (ids.empty() && shards.empty()) {
+    return;
+  }
+  std::sort(shards.begin(), shards.end());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  pqxx::nontransaction tx(conn_);
+  tx.exec_params(write_back_sql_, pg_int_array(ids), pg_int_array(xids), pg_int_array(parked),
+                 pg_int_array(verdicts), pg_int_array(delays), pg_text_array(errors),
+                 std::to_string(end.xid), end.id, pg_int_array(shards));
+}
+
+void LogStore::unclaim(const std::vector<OutboxEvent>& batch) {
+  if (std::any_of(batch.begin(), batch.end(), [](const OutboxEvent& e) { return !e.parked; })) {
+    cursor_.undo_last_claim();
+  }
+}
+
+void LogStore::maintain(const std::vector<int>& owned) {
+  {
+    pqxx::work tx(conn_);
+    ensure_log_partitions(tx, table_, partition_xids_);
+    tx.commit();
+  }
+  // Shards without events move on too, so that a replica taking one over does not
+  // read from far back. Only called with nothing in flight: every position is
+  // written back.
+  std::vector<int> shards;
+  std::vector<std::uint64_t> xids;
+  std::vector<std::int64_t> ids;
+  const std::unordered_set<int> mine(owned.begin(), owned.end());
+  for (const auto& [shard, pos] : cursor_.positions()) {
+    if (mine.count(shard) != 0) {
+      shards.push_back(shard);
+      xids.push_back(pos.xid);
+      ids.push_back(pos.id);
+    }
+  }
+  if (shards.empty()) {
+    return;
+  }
+  pqxx::nontransaction tx(conn_);
+  tx.exec_params("UPDATE " + table_.quoted_with_suffix("_progress") +
+                     " p SET xid = v.xid, id = v.id, updated_at = now() FROM unnest($1::int[], "
+                     "$2::xid8[], $3::bigint[]) AS v(shard, xid, id) WHERE p.shard = v.shard AND "
+                     "(p.xid, p.id) < (v.xid, v.id)",
+                 pg_int_array(shards), pg_int_array(xids), pg_int_array(ids));
+}
+
+Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
+  pqxx::nontransaction tx(conn_);
+  const auto stuck_s = static_cast<std::int64_t>(stuck_after.count());
+  const std::string progress = table_.quoted_with_suffix("_progress");
+  // Unread log rows (from the lowest progress on, through the primary key), plus
+  // the failures and parked events waiting in _retry.
+  auto log = tx.exec_params(
+      "SELECT count(*), count(*) FILTER (WHERE e.created_at < now() - $1 * interval '1 second'), "
+      "min(e.created_at)::text FROM " +
+          table_.quoted() + " e JOIN " + progress +
+          " p ON p.shard = e.shard WHERE e.xid >= (SELECT min(xid) FROM " + progress +
+          ") AND (e.xid, e.id) > (p.xid, p.id)",
+      stuck_s);
+  auto retry = tx.exec_params(
+      "SELECT count(*) FILTER (WHERE status = " + kPending + "), count(*) FILTER (WHERE status = " +
+          kFailed + "), count(*) FILTER (WHERE status = " + kPending +
+          " AND created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() "
+          "- least(min(created_at) FILTER (WHERE status = " +
+          kPending + "), $2::timestamptz)), 0) FROM " + table_.quoted_with_suffix("_retry"),
+      stuck_s, log[0][2].is_null() ? std::optional<std::string>{} : log[0][2].as<std::string>());
+  Backlog b;
+  b.pending = log[0][0].as<std::int64_t>() + retry[0][0].as<std::int64_t>();
+  b.failed = retry[0][1].as<std::int64_t>();
+  b.stuck = log[0][1].as<std::int64_t>() + retry[0][2].as<std::int64_t>();
+  b.oldest_pending_seconds = retry[0][3].as<double>();
+  return b;
+}
+
+std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
+                                       const TableInfo& info, LogCursor& cursor) {
+  if (info.mode == TableMode::kLog) {
+    return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor);
+  }
+  return std::make_unique<OutboxStore>(conn, table);
+}
+
+std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
+                                         const TableInfo& info, LogCursor& cursor) {
+  if (info.mode == TableMode::kLog) {
+    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor);
+  }
+  return std::make_unique<ClaimQueries>(conn, table);
+}
+
+}  // namespace outbox
