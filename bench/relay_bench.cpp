@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_support.hpp"
+#include "flood_bench.hpp"
 #include "metrics/registry.hpp"
 #include "naive_relay.hpp"
 #include "outbox/schema.hpp"
@@ -58,6 +59,8 @@ struct Options {
   bool pending_id_index = false;
   bool refill_claim_table = false;
   long long json_rows = 100000;
+  long long flood_events = 100000;
+  int flood_rounds = 1;
 };
 
 // One line of the results table.
@@ -963,6 +966,43 @@ JsonResult run_json_vs_jsonb(const Options& o, const std::string& id) {
 }
 
 // ---------------------------------------------------------------------------
+// (u) An un-analyzed bulk backlog vs the same after ANALYZE (flood_bench.cpp).
+
+void add_flood_rows(const Options& o, const std::string& id, std::vector<Row>& rows) {
+  FloodResult f =
+      run_flood({o.dsn, o.brokers, id, o.flood_events, o.keys, o.batch, o.flood_rounds});
+  auto rates = [](const std::vector<FloodDrain>& v) {
+    std::string out;
+    double sum = 0;
+    for (const auto& d : v) {
+      out += (out.empty() ? "" : " / ") + fmt(d.rate);
+      sum += d.rate;
+    }
+    return std::make_pair(out, sum / static_cast<double>(v.size()));
+  };
+  auto claims = [](const std::vector<FloodDrain>& v) {
+    std::string out;
+    for (const auto& d : v) {
+      out += (out.empty() ? "" : " / ") + fmt(d.claim_ms, 1);
+    }
+    return out;
+  };
+  const auto [u_rates, u_mean] = rates(f.unanalyzed);
+  const auto [a_rates, a_mean] = rates(f.analyzed);
+  const std::string n = fmt(static_cast<double>(o.flood_events));
+  rows.push_back({"(u) relay::Relay drains " + n +
+                      " bulk-inserted events, table never analyzed (first claim " +
+                      claims(f.unanalyzed) + " ms)",
+                  u_rates + " events/s", "", ""});
+  rows.push_back({"(u) the same after ANALYZE (first claim " + claims(f.analyzed) + " ms)",
+                  a_rates + " events/s", "", ""});
+  const double ratio = u_mean / a_mean;
+  rows.push_back({"(u) never analyzed / analyzed, mean of " + std::to_string(o.flood_rounds) +
+                      " interleaved round(s)",
+                  fmt(ratio, 2), ">= 0.80", verdict(ratio >= 0.8)});
+}
+
+// ---------------------------------------------------------------------------
 
 int run(const Options& o) {
   const std::string id = run_id();
@@ -1153,6 +1193,10 @@ int run(const Options& o) {
                     "", ""});
   }
 
+  if (has('u')) {
+    add_flood_rows(o, id, rows);
+  }
+
   note("total " + fmt(seconds_since(started), 0) + " s");
   std::cout << "\n| Measurement | Result | Target | Verdict |\n|---|---|---|---|\n";
   for (const auto& r : rows) {
@@ -1183,7 +1227,7 @@ int main(int argc, char** argv) {
   app.add_option("--phases", o.phases,
                  "phases to run: a b c (throughput), p (breakdown of b), d (latency), e (RSS), f "
                  "(claim scaling), "
-                 "j (json vs jsonb)")
+                 "j (json vs jsonb), u (un-analyzed bulk backlog; not in the default)")
       ->capture_default_str();
   app.add_option("--events", o.events, "events pre-inserted for (a), (b)")->capture_default_str();
   app.add_option("--rounds", o.rounds, "(a), (b) rounds, interleaved; the mean is reported")
@@ -1215,6 +1259,10 @@ int main(int argc, char** argv) {
   app.add_flag("--refill-claim-table", o.refill_claim_table,
                "(f) rebuild the big table even if a filled one exists");
   app.add_option("--json-rows", o.json_rows, "rows per table for json vs jsonb")
+      ->capture_default_str();
+  app.add_option("--flood-events", o.flood_events, "(u) events bulk-inserted per drain")
+      ->capture_default_str();
+  app.add_option("--flood-rounds", o.flood_rounds, "(u) rounds, each un-analyzed then analyzed")
       ->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "where the relay binary's logs go")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
