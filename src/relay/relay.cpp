@@ -225,6 +225,12 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
   }
   producer_->flush(std::chrono::seconds(10));
   try {
+    // A relay stays registered while busy at low rates; a stopped relay's entry
+    // would make every insert notify until another relay connects.
+    if (p.waiting) {
+      s.store().set_waiting(false);
+      p.waiting = false;
+    }
     s.shards().release_all();
   } catch (const std::exception& e) {
     spdlog::warn("releasing shards: {}", e.what());
