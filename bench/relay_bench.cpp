@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_support.hpp"
+#include "flood_bench.hpp"
 #include "metrics/registry.hpp"
 #include "naive_relay.hpp"
 #include "outbox/schema.hpp"
@@ -58,6 +59,9 @@ struct Options {
   bool pending_id_index = false;
   bool refill_claim_table = false;
   long long json_rows = 100000;
+  long long flood_events = 100000;
+  int flood_rounds = 1;
+  double quiet_rate = 500;
 };
 
 // One line of the results table.
@@ -452,6 +456,7 @@ struct LatencyResult {
   long rss_peak_kb = -1;
   long rss_hwm_kb = -1;
   int exit_code = -1;
+  double relay_xacts_per_event = NAN;  // the relay's transactions (autocommit statements)
 };
 
 struct LatencyScenario {
@@ -461,6 +466,28 @@ struct LatencyScenario {
   std::string poll_interval = "2s";  // the relay binary's --poll-interval
   double seconds = 25;
 };
+
+// Transactions committed or rolled back in the database so far. Every autocommit
+// statement is one, so the delta over a run counts the statements that run cost.
+long long database_xacts(const std::string& dsn) {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  return tx
+      .exec(
+          "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = "
+          "current_database()")[0][0]
+      .as<long long>();
+}
+
+// The relay's transactions per event since `before`, less the `others` (writers,
+// the bench's own queries). Call it once the relay has exited: a backend reports
+// its counts at exit, an idle one may keep them up to 10 s.
+double relay_xacts_per_event(const std::string& dsn, long long before, long long others,
+                             long long events) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the backends' exit
+  const long long relay = database_xacts(dsn) - before - others;
+  return static_cast<double>(relay) / static_cast<double>(events);
+}
 
 // (d) commit-to-consume latency at a fixed offered rate, relay binary; (e) its
 // RSS sampled meanwhile. Writers commit `events_per_tx` events per transaction.
@@ -551,6 +578,7 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
     throw std::runtime_error("(d) the relay did not publish the warm-up events within 60 s");
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long long xacts_before = database_xacts(o.dsn);
 
   const int per_tx = std::max(1, sc.events_per_tx);
   const auto total = static_cast<long long>(o.rate * sc.seconds) / per_tx * per_tx;
@@ -596,9 +624,10 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
   const auto last_commit = *std::max_element(committed.begin(), committed.end());
   const auto first_commit = *std::min_element(committed.begin(), committed.end());
   // Let the tail arrive: until the table is drained and a moment more.
+  long long polls = 0;
   {
     pqxx::connection conn(o.dsn);
-    for (auto until = Clock::now() + std::chrono::seconds(30); Clock::now() < until;) {
+    for (auto until = Clock::now() + std::chrono::seconds(30); Clock::now() < until; ++polls) {
       pqxx::nontransaction tx(conn);
       if (!tx.exec("SELECT EXISTS (SELECT 1 FROM " + t.name().quoted() + " WHERE status = 0)")[0][0]
                .as<bool>()) {
@@ -617,6 +646,8 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
   rss.stop();
   r.rss_peak_kb = rss.peak_kb();
   r.exit_code = relay.terminate();
+  r.relay_xacts_per_event =
+      relay_xacts_per_event(o.dsn, xacts_before, total / per_tx + polls + 1, total);
 
   r.events = total;
   r.offered_rate = static_cast<double>(total - 1) /
@@ -653,7 +684,8 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
        fmt(r.p999, 1) + " max " + fmt(r.max, 1) + "; commit->produce p50 " + fmt(r.produce_p50) +
        " p99 " + fmt(r.produce_p99) + " ms; missing " + std::to_string(r.missing) +
        ", duplicates " + std::to_string(r.duplicates) + "; writers at most " +
-       fmt(r.writer_lag_max, 1) + " ms late");
+       fmt(r.writer_lag_max, 1) + " ms late; relay transactions per event " +
+       fmt(r.relay_xacts_per_event, 2));
   note("(e) relay RSS during (d) " + sc.label + ": peak sampled " +
        fmt(static_cast<double>(r.rss_peak_kb) / 1024, 1) + " MiB, VmHWM " +
        fmt(static_cast<double>(r.rss_hwm_kb) / 1024, 1) + " MiB; exit code " +
@@ -963,6 +995,65 @@ JsonResult run_json_vs_jsonb(const Options& o, const std::string& id) {
 }
 
 // ---------------------------------------------------------------------------
+// (q) (d)'s harness at a low rate: latency when the relay keeps going idle, and
+// what its wake-ups cost the database per event.
+
+void add_quiet_rows(const Options& o, const std::string& id, std::vector<Row>& rows) {
+  Options quiet = o;
+  quiet.rate = o.quiet_rate;
+  LatencyResult l =
+      run_latency(quiet, id, {"1 event/tx, NOTIFY on", 1, true, "2s", o.latency_seconds});
+  const std::string at = " (q: 1 event/tx at " + fmt(l.offered_rate) + " events/s achieved)";
+  const bool at_rate = l.offered_rate >= 0.95 * o.quiet_rate;
+  rows.push_back({"(q) commit-to-consume latency p50 / p90" + at,
+                  fmt(l.p50, 1) + " / " + fmt(l.p90, 1) + " ms", "", ""});
+  rows.push_back({"(q) commit-to-consume latency p99 (max " + fmt(l.max, 1) +
+                      " ms; missing / duplicated " + std::to_string(l.missing) + " / " +
+                      std::to_string(l.duplicates) + ")",
+                  fmt(l.p99, 1) + " ms", "<= 10 ms at " + fmt(o.quiet_rate) + "/s",
+                  at_rate ? verdict(l.p99 <= 10 && l.missing == 0) : "rate not reached"});
+  rows.push_back({"(q) relay transactions (autocommit statements) per event" + at,
+                  fmt(l.relay_xacts_per_event, 2), "", ""});
+}
+
+// ---------------------------------------------------------------------------
+// (u) An un-analyzed bulk backlog vs the same after ANALYZE (flood_bench.cpp).
+
+void add_flood_rows(const Options& o, const std::string& id, std::vector<Row>& rows) {
+  FloodResult f =
+      run_flood({o.dsn, o.brokers, id, o.flood_events, o.keys, o.batch, o.flood_rounds});
+  auto rates = [](const std::vector<FloodDrain>& v) {
+    std::string out;
+    double sum = 0;
+    for (const auto& d : v) {
+      out += (out.empty() ? "" : " / ") + fmt(d.rate);
+      sum += d.rate;
+    }
+    return std::make_pair(out, sum / static_cast<double>(v.size()));
+  };
+  auto claims = [](const std::vector<FloodDrain>& v) {
+    std::string out;
+    for (const auto& d : v) {
+      out += (out.empty() ? "" : " / ") + fmt(d.claim_ms, 1);
+    }
+    return out;
+  };
+  const auto [u_rates, u_mean] = rates(f.unanalyzed);
+  const auto [a_rates, a_mean] = rates(f.analyzed);
+  const std::string n = fmt(static_cast<double>(o.flood_events));
+  rows.push_back({"(u) relay::Relay drains " + n +
+                      " bulk-inserted events, table never analyzed (first claim " +
+                      claims(f.unanalyzed) + " ms)",
+                  u_rates + " events/s", "", ""});
+  rows.push_back({"(u) the same after ANALYZE (first claim " + claims(f.analyzed) + " ms)",
+                  a_rates + " events/s", "", ""});
+  const double ratio = u_mean / a_mean;
+  rows.push_back({"(u) never analyzed / analyzed, mean of " + std::to_string(o.flood_rounds) +
+                      " interleaved round(s)",
+                  fmt(ratio, 2), ">= 0.80", verdict(ratio >= 0.8)});
+}
+
+// ---------------------------------------------------------------------------
 
 int run(const Options& o) {
   const std::string id = run_id();
@@ -1086,6 +1177,8 @@ int run(const Options& o) {
                         " ms; missing / duplicated " + std::to_string(l.missing) + " / " +
                         std::to_string(l.duplicates),
                     fmt(l.max, 1) + " ms", "", ""});
+    rows.push_back({"(d) relay transactions (autocommit statements) per event" + at,
+                    fmt(l.relay_xacts_per_event, 2), "", ""});
     rss_during_latency_kb = std::max({rss_during_latency_kb, l.rss_hwm_kb, l.rss_peak_kb});
   }
   if (rss_during_latency_kb > 0) {
@@ -1153,6 +1246,13 @@ int run(const Options& o) {
                     "", ""});
   }
 
+  if (has('q')) {
+    add_quiet_rows(o, id, rows);
+  }
+  if (has('u')) {
+    add_flood_rows(o, id, rows);
+  }
+
   note("total " + fmt(seconds_since(started), 0) + " s");
   std::cout << "\n| Measurement | Result | Target | Verdict |\n|---|---|---|---|\n";
   for (const auto& r : rows) {
@@ -1183,7 +1283,8 @@ int main(int argc, char** argv) {
   app.add_option("--phases", o.phases,
                  "phases to run: a b c (throughput), p (breakdown of b), d (latency), e (RSS), f "
                  "(claim scaling), "
-                 "j (json vs jsonb)")
+                 "j (json vs jsonb), q (latency at --quiet-rate), u (un-analyzed bulk backlog); q "
+                 "and u are not in the default")
       ->capture_default_str();
   app.add_option("--events", o.events, "events pre-inserted for (a), (b)")->capture_default_str();
   app.add_option("--rounds", o.rounds, "(a), (b) rounds, interleaved; the mean is reported")
@@ -1216,6 +1317,11 @@ int main(int argc, char** argv) {
                "(f) rebuild the big table even if a filled one exists");
   app.add_option("--json-rows", o.json_rows, "rows per table for json vs jsonb")
       ->capture_default_str();
+  app.add_option("--flood-events", o.flood_events, "(u) events bulk-inserted per drain")
+      ->capture_default_str();
+  app.add_option("--flood-rounds", o.flood_rounds, "(u) rounds, each un-analyzed then analyzed")
+      ->capture_default_str();
+  app.add_option("--quiet-rate", o.quiet_rate, "(q) offered events/s")->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "where the relay binary's logs go")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.dsn.empty() || o.brokers.empty()) {

@@ -299,6 +299,47 @@ TEST(OutboxStore, ClaimUsesThePendingPartialIndex) {
   EXPECT_NE(text.find(t.table.table() + "_pending"), std::string::npos) << text;
 }
 
+// Index entries read from the table's "_pending" index so far, as `conn` sees it
+// (its own reads flushed first: PostgreSQL 15 reports them at most once a second).
+long long pending_index_reads(pqxx::connection& conn, const TableName& table) {
+  pqxx::nontransaction(conn).exec("SELECT pg_stat_force_next_flush()");
+  pqxx::nontransaction tx(conn);
+  return tx
+      .exec_params(
+          "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = $1 AND "
+          "indexrelname = $2",
+          table.schema(), table.table() + "_pending")[0][0]
+      .as<long long>();
+}
+
+// A backlog inserted in bulk before anything analyzed the table: the planner then
+// guesses a handful of pending rows and, left alone, reads and sorts every one of
+// them on every claim. The claim must walk "_pending" in order and stop at its limit.
+TEST(OutboxStore, AClaimOnANeverAnalyzedBacklogReadsOnlyItsBatchOfThePendingIndex) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  {
+    pqxx::nontransaction tx(conn);
+    tx.exec("ALTER TABLE " + t.table.quoted() + " SET (autovacuum_enabled = false)");
+    tx.exec("INSERT INTO " + t.table.quoted() +
+            " (biz_type, biz_id, payload) SELECT 't', 'k' || (g % 50), '{}' FROM "
+            "generate_series(1, 20000) g");
+    ASSERT_LT(tx.exec("SELECT reltuples FROM pg_class WHERE oid = '" + t.table.quoted() +
+                      "'::regclass")[0][0]
+                  .as<double>(),
+              0)
+        << "the table must never have been analyzed";
+  }
+  ClaimQueries claims(conn, t.table);
+  const long long before = pending_index_reads(conn, t.table);
+  std::vector<OutboxEvent> batch = claims.claim_batch(all_shards(16), 100);
+  const long long read = pending_index_reads(conn, t.table) - before;
+  ASSERT_EQ(batch.size(), 100u);
+  EXPECT_TRUE(std::is_sorted(batch.begin(), batch.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; }));
+  EXPECT_LT(read, 1000) << "the claim read " << read << " entries of the pending index";
+}
+
 TEST(OutboxStore, HealthSeesDeadTuplesAndTheOldestOpenTransaction) {
   OutboxTestTable t;
   t.insert(100, 10);
