@@ -225,12 +225,6 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
   }
   producer_->flush(std::chrono::seconds(10));
   try {
-    // A relay stays registered while busy at low rates; a stopped relay's entry
-    // would make every insert notify until another relay connects.
-    if (p.waiting) {
-      s.store().set_waiting(false);
-      p.waiting = false;
-    }
     s.shards().release_all();
   } catch (const std::exception& e) {
     spdlog::warn("releasing shards: {}", e.what());
@@ -262,7 +256,6 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   std::vector<OutboxEvent> next = claim_beside_write_back(s, p, claim);
   if (publisher_->in_flight()) {
     settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
-    stop_waiting_when_busy(s, p);
   } else if (!busy) {
     send_or_wait(s, p, std::move(next), claimed_at, stop);
   }  // else only a write-back was left
@@ -374,36 +367,26 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
 // whose trigger ran just before that was visible sent no NOTIFY, but its commit
 // follows within moments: so after a short wait the next turn claims once more,
 // and only an empty claim after that sleeps until a NOTIFY or the poll interval.
-//
-// Work found does not end the registration: at low rates the relay is idle again
-// within milliseconds, and withdrawing and registering anew on every wake-up cost
-// two statements, a round trip before the send, and the commit race above each
-// time. stop_waiting_when_busy withdraws it once the relay stays busy.
 void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                          Clock::time_point claimed_at, std::stop_token stop) {
   constexpr std::chrono::milliseconds kCommitRace{50};
   const auto beat_fn = [this] { beat(); };
   if (!next.empty()) {
+    if (p.waiting) {
+      s.store().set_waiting(false);
+      p.waiting = false;
+    }
     send_batch(p, std::move(next), claimed_at);
-    return;
-  }
-  p.idle_at = Clock::now();
-  if (!p.waiting) {
+  } else if (!p.waiting) {
     s.store().set_waiting(true);
     p.waiting = true;
     s.wait_for_notify(stop, std::min(config_.poll_interval, kCommitRace), p.seen, beat_fn);
+    if (stop.stop_requested() || s.notifications() != p.seen) {
+      s.store().set_waiting(false);
+      p.waiting = false;
+    }
   } else {
     s.wait_for_notify(stop, config_.poll_interval, p.seen, beat_fn);
-  }
-}
-
-// Every commit that notifies is serialised with the other notifying commits
-// (docs/benchmarks.md, (w)), and a relay that finds work on every claim needs no
-// wake-up. So once it has not gone idle for kBusy, it leaves <table>_waiting;
-// called with a batch just sent, so the round trip overlaps Kafka's.
-void Relay::stop_waiting_when_busy(Session& s, Pipeline& p) {
-  constexpr std::chrono::milliseconds kBusy{100};
-  if (p.waiting && Clock::now() - p.idle_at >= kBusy) {
     s.store().set_waiting(false);
     p.waiting = false;
   }

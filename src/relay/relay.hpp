@@ -114,8 +114,6 @@ class Relay {
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
     bool waiting = false;    // registered in <table>_waiting, so inserts notify
-    // When a claim last came back empty with nothing in flight (stop_waiting_when_busy).
-    std::chrono::steady_clock::time_point idle_at = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point next_rebalance = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point next_backlog = std::chrono::steady_clock::now();
   };
@@ -134,7 +132,6 @@ class Relay {
                             std::chrono::steady_clock::time_point claimed_at);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
-  void stop_waiting_when_busy(Session& s, Pipeline& p);
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
                   std::chrono::steady_clock::time_point claimed_at,
                   const std::set<std::string>& held = {});

@@ -18,11 +18,6 @@ Session::Session(const std::string& dsn, const TableName& table)
   shards_.join();
 }
 
-std::uint64_t Session::notifications() {
-  lock_conn_.get_notifs();
-  return wake_.count;
-}
-
 void Session::wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit,
                               std::uint64_t seen, const std::function<void()>& beat) {
   using Clock = std::chrono::steady_clock;

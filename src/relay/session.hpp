@@ -45,11 +45,8 @@ class Session {
   // The claim session: its type offers the claim and nothing else.
   EventClaims& claim_session() { return *claims_; }
 
-  // NOTIFYs received on the lock session so far, those waiting unread on its
-  // socket included: a claim that records this before it starts is woken again
-  // only by NOTIFYs of commits it may not have seen, not by stale ones (a relay
-  // that stays registered while busy receives one for every commit).
-  std::uint64_t notifications();
+  // NOTIFYs received on the lock session so far.
+  std::uint64_t notifications() const { return wake_.count; }
   // Sleeps until more than `seen` NOTIFYs have arrived, `limit` passes or `stop`
   // is requested; calls `beat` at least every 200 ms meanwhile.
   void wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit, std::uint64_t seen,
