@@ -482,6 +482,14 @@ Result run_system(const Options& o, const std::string& id, const std::string& sy
   return r;
 }
 
+// a/b for the table; blank without both, "> 1000" where b is next to nothing.
+std::string ratio_text(double a, double b) {
+  if (std::isnan(a) || std::isnan(b) || b == 0) {
+    return "";
+  }
+  return a / b > 1000 ? "> 1000" : fmt(a / b, 2);
+}
+
 void print_header() {
   std::printf("| %-56s | %14s | %14s | %16s |\n", "", "relay", "Debezium", "relay/Debezium");
   std::printf("|%s|%s|%s|%s|\n", std::string(58, '-').c_str(), std::string(16, '-').c_str(),
@@ -759,7 +767,7 @@ void print_latency(const std::vector<Latency>& ls) {
   for (const auto& l : lines) {
     const double a = rel != nullptr ? l.value(*rel) : NAN;
     const double b = dbz != nullptr ? l.value(*dbz) : NAN;
-    const std::string ratio = (std::isnan(a) || std::isnan(b) || b == 0) ? "" : fmt(a / b, 2);
+    const std::string ratio = ratio_text(a, b);
     std::printf("| %-56s | %14s | %14s | %16s |\n", l.what.c_str(), fmt(a, l.decimals).c_str(),
                 fmt(b, l.decimals).c_str(), ratio.c_str());
   }
@@ -814,7 +822,7 @@ void print_table(const std::vector<Result>& rs) {
   for (const auto& l : lines) {
     const double a = rel != nullptr ? l.value(*rel) : NAN;
     const double b = dbz != nullptr ? l.value(*dbz) : NAN;
-    std::string ratio = (std::isnan(a) || std::isnan(b) || b == 0) ? "" : fmt(a / b, 2);
+    std::string ratio = ratio_text(a, b);
     std::string va = fmt(a, l.decimals);
     std::string vb = fmt(b, l.decimals);
     if (l.what.rfind("row updates", 0) == 0) {
