@@ -59,6 +59,7 @@ struct Options {
   double latency_seconds = 0;  // 0: no latency measurement
   double latency_warmup_seconds = 10;
   int writers = 8;
+  std::vector<std::string> connector_properties;  // extra key=value lines for the connector
 };
 
 std::string fmt(double v, int decimals = 0) {
@@ -277,6 +278,9 @@ void write_connect_config(const Options& o, const std::string& dir, const TableN
     << "transforms.outbox.table.field.event.payload=payload\n"
     << "transforms.outbox.route.by.field=biz_type\n"
     << "transforms.outbox.route.topic.replacement=" << topic_prefix << ".${routedByValue}\n";
+  for (const auto& kv : o.connector_properties) {
+    c << kv << "\n";
+  }
   write_file(dir + "/connector.properties", c.str(), 0600);  // holds the password
 }
 
@@ -932,6 +936,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", o.rate, "latency: offered events/s, one per transaction")
       ->capture_default_str();
   app.add_option("--writers", o.writers, "latency: writer connections")->capture_default_str();
+  app.add_option("--connector-property", o.connector_properties,
+                 "key=value added to Debezium's connector settings (repeatable), e.g. "
+                 "poll.interval.ms=10");
   app.add_option("--timeout", o.timeout_seconds, "seconds a drain may take")->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "where the relayers' logs and configs go")
       ->capture_default_str();
