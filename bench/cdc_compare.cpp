@@ -460,6 +460,9 @@ Result run_system(const Options& o, const std::string& id, const std::string& sy
   r.slot_after = sql1(conn,
                       "SELECT string_agg(slot_name, ',') FROM pg_replication_slots "
                       "WHERE slot_name LIKE 'cmp\\_%'");
+  if (!r.slot_after.empty()) {
+    note("WARNING: replication slots left behind: " + r.slot_after);
+  }
   // The exited backends have flushed their statistics; this session's too now.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   {
@@ -871,6 +874,14 @@ int run(const Options& o) {
          "; postmaster pid " + std::to_string(o.postmaster_pid));
     if (sql1(conn, "SHOW wal_level") != "logical") {
       throw std::runtime_error("Debezium needs wal_level = logical");
+    }
+    // Slots of an earlier run that was killed before it could drop them hold WAL
+    // back for ever: drop them (inactive ones only; one run per test bed at a time).
+    pqxx::nontransaction tx(conn);
+    for (const auto& row :
+         tx.exec("SELECT slot_name, pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                 "WHERE NOT active AND (slot_name LIKE 'cmp\\_%' OR slot_name LIKE 'cmpl\\_%')")) {
+      note("dropped the replication slot " + row[0].as<std::string>() + " of an earlier run");
     }
   }
   for (int round = 0; round < o.rounds; ++round) {
