@@ -83,6 +83,9 @@ void drop_outbox_table(pqxx::connection& conn, const TableName& table) {
   pqxx::nontransaction tx(conn);
   tx.exec("DROP TABLE IF EXISTS " + table.quoted() + " CASCADE");
   tx.exec("DROP TABLE IF EXISTS " + table.quoted_with_suffix("_waiting"));
+  // A log-mode table's companions (nothing happens for a status-mode one).
+  tx.exec("DROP TABLE IF EXISTS " + table.quoted_with_suffix("_progress") + ", " +
+          table.quoted_with_suffix("_retry") + " CASCADE");
   tx.exec("DROP FUNCTION IF EXISTS " + table.quoted_with_suffix("_notify") + "() CASCADE");
   tx.exec("DROP FUNCTION IF EXISTS " + table.quoted_with_suffix("_enqueue") +
           "(text, text, jsonb) CASCADE");
@@ -92,11 +95,13 @@ void drop_outbox_table(pqxx::connection& conn, const TableName& table) {
   }
 }
 
-BenchTable::BenchTable(const std::string& dsn, const std::string& name)
-    : dsn_(dsn), table_(TableName::parse(name)) {
+BenchTable::BenchTable(const std::string& dsn, const std::string& name, TableMode mode)
+    : dsn_(dsn), table_(TableName::parse(name)), mode_(mode) {
   pqxx::connection conn(dsn_);
   drop_outbox_table(conn, table_);  // left over from an interrupted run
-  migrate(conn, table_);
+  MigrateOptions options;
+  options.mode = mode;
+  migrate(conn, table_, options);
   maybe_add_pending_id_index(conn, table_);
 }
 
@@ -137,8 +142,10 @@ void BenchTable::vacuum_analyze() {
 long long BenchTable::count(const std::string& where) {
   pqxx::connection conn(dsn_);
   pqxx::nontransaction tx(conn);
-  return tx.exec("SELECT count(*) FROM " + table_.quoted() + " WHERE " + where)[0][0]
-      .as<long long>();
+  // A log-mode table's statuses are in its "_status" view.
+  const std::string events =
+      mode_ == TableMode::kLog ? table_.quoted_with_suffix("_status") : table_.quoted();
+  return tx.exec("SELECT count(*) FROM " + events + " WHERE " + where)[0][0].as<long long>();
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/schema.hpp"
 #include "outbox/table.hpp"
 
 namespace outbox::bench {
@@ -37,7 +38,7 @@ std::string payload_sql_expr(const std::string& g);
 // dropped by drop() or the destructor unless kept.
 class BenchTable {
  public:
-  BenchTable(const std::string& dsn, const std::string& name);
+  BenchTable(const std::string& dsn, const std::string& name, TableMode mode = TableMode::kStatus);
   ~BenchTable();
   BenchTable(const BenchTable&) = delete;
   BenchTable& operator=(const BenchTable&) = delete;
@@ -46,6 +47,7 @@ class BenchTable {
   // Inserts `n` pending events (seq first_seq..) in one INSERT ... SELECT.
   void fill_pending(std::int64_t n, int keys, std::int64_t first_seq = 0);
   void vacuum_analyze();
+  // Events matching `where` over the status-mode columns (the "_status" view in log mode).
   long long count(const std::string& where);
   void keep() { keep_ = true; }
   void drop();
@@ -53,6 +55,7 @@ class BenchTable {
  private:
   std::string dsn_;
   TableName table_;
+  TableMode mode_;
   bool keep_ = false;
   bool dropped_ = false;
 };

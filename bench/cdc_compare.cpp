@@ -370,19 +370,28 @@ struct SlotGuard {
   }
 };
 
+// "relay" runs on a status-mode table, "relay-log" on a log-mode one (migrate --mode log).
+TableMode table_mode(const std::string& system) {
+  return system == "relay-log" ? TableMode::kLog : TableMode::kStatus;
+}
+
+std::string short_name(const std::string& system) {
+  return system == "debezium" ? "dbz" : system == "relay-log" ? "rlog" : "relay";
+}
+
 Result run_system(const Options& o, const std::string& id, const std::string& system) {
   const bool dbz = system == "debezium";
   Result r;
   r.system = system;
   r.events = o.events;
-  const std::string name = "cmp_" + id + "_" + (dbz ? "dbz" : "relay");
+  const std::string name = "cmp_" + id + "_" + short_name(system);
   const std::string topic_prefix = "outbox_" + name;
   const std::string topic = topic_prefix + "." + kBizType;
   const std::string dir = o.log_dir + "/" + name;
   ::mkdir(dir.c_str(), 0755);
 
   pqxx::connection conn(o.dsn);
-  BenchTable t(o.dsn, name);
+  BenchTable t(o.dsn, name, table_mode(system));
   ensure_topic(o.brokers, topic);
   const long long marker = topic_message_count(o.brokers, topic);
   const std::string slot = name;
@@ -433,8 +442,7 @@ Result run_system(const Options& o, const std::string& id, const std::string& sy
   r.topic_seconds = seconds_since(start);
   if (!dbz) {
     // The relay's work ends when every row is marked sent.
-    while (std::stoll(
-               sql1(conn, "SELECT count(*) FROM " + t.name().quoted() + " WHERE status = 0")) > 0) {
+    while (t.count("status = 0") > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -468,10 +476,15 @@ Result run_system(const Options& o, const std::string& id, const std::string& sy
   {
     pqxx::nontransaction tx(conn);
     tx.exec("SELECT pg_stat_force_next_flush()");
+    // The table, or a log-mode table's partitions and its progress and retry tables.
     auto s = tx.exec(
-        "SELECT n_dead_tup, n_tup_upd, n_tup_hot_upd, n_tup_del, autovacuum_count "
-        "FROM pg_stat_user_tables WHERE relid = '" +
-        t.name().quoted() + "'::regclass");
+        "SELECT sum(n_dead_tup)::bigint, sum(n_tup_upd)::bigint, sum(n_tup_hot_upd)::bigint, "
+        "sum(n_tup_del)::bigint, sum(autovacuum_count)::bigint FROM pg_stat_user_tables WHERE "
+        "relid = '" +
+        t.name().quoted() + "'::regclass OR relid IN (SELECT inhrelid FROM pg_inherits WHERE " +
+        "inhparent = '" + t.name().quoted() + "'::regclass) OR relid IN (to_regclass('" +
+        t.name().quoted_with_suffix("_progress") + "'), to_regclass('" +
+        t.name().quoted_with_suffix("_retry") + "'))");
     r.dead_tuples = s[0][0].as<long long>();
     r.updates = s[0][1].as<long long>();
     r.hot_updates = s[0][2].as<long long>();
@@ -497,10 +510,53 @@ std::string ratio_text(double a, double b) {
   return a / b > 1000 ? "> 1000" : fmt(a / b, 2);
 }
 
-void print_header() {
-  std::printf("| %-56s | %14s | %14s | %16s |\n", "", "relay", "Debezium", "relay/Debezium");
-  std::printf("|%s|%s|%s|%s|\n", std::string(58, '-').c_str(), std::string(16, '-').c_str(),
-              std::string(16, '-').c_str(), std::string(18, '-').c_str());
+// One line of a results table: a value per system, or a text where the value is
+// not one number (then no ratio).
+template <typename R>
+struct Line {
+  std::string what;
+  std::function<double(const R&)> value;
+  int decimals;
+  std::function<std::string(const R&)> text = nullptr;
+};
+
+// One column per system in run order, then each relay's ratio to Debezium.
+template <typename R>
+void print_lines(const std::vector<R>& rs, const std::vector<Line<R>>& lines) {
+  const R* dbz = nullptr;
+  for (const auto& r : rs) {
+    dbz = r.system == "debezium" ? &r : dbz;
+  }
+  std::string header = "| " + std::string(56, ' ');
+  std::string rule = "|" + std::string(58, '-');
+  for (const auto& r : rs) {
+    char cell[32];
+    std::snprintf(cell, sizeof cell, " | %14s", r.system.c_str());
+    header += cell;
+    rule += "|" + std::string(16, '-');
+  }
+  for (const auto& r : rs) {
+    if (dbz != nullptr && &r != dbz) {
+      char cell[48];
+      std::snprintf(cell, sizeof cell, " | %18s", (r.system + "/Debezium").c_str());
+      header += cell;
+      rule += "|" + std::string(20, '-');
+    }
+  }
+  std::printf("%s |\n%s|\n", header.c_str(), rule.c_str());
+  for (const auto& l : lines) {
+    std::printf("| %-56s", l.what.c_str());
+    for (const auto& r : rs) {
+      std::printf(" | %14s", (l.text ? l.text(r) : fmt(l.value(r), l.decimals)).c_str());
+    }
+    for (const auto& r : rs) {
+      if (dbz != nullptr && &r != dbz) {
+        std::printf(" | %18s", l.text ? "" : ratio_text(l.value(r), l.value(*dbz)).c_str());
+      }
+    }
+    std::printf(" |\n");
+  }
+  std::fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------
@@ -535,14 +591,14 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   const bool dbz = system == "debezium";
   Latency r;
   r.system = system;
-  const std::string name = "cmpl_" + id + "_" + (dbz ? "dbz" : "relay");
+  const std::string name = "cmpl_" + id + "_" + short_name(system);
   const std::string topic_prefix = "outbox_" + name;
   const std::string topic = topic_prefix + "." + kBizType;
   const std::string dir = o.log_dir + "/" + name;
   ::mkdir(dir.c_str(), 0755);
 
   pqxx::connection conn(o.dsn);
-  BenchTable t(o.dsn, name);
+  BenchTable t(o.dsn, name, table_mode(system));
   const int partitions = ensure_topic(o.brokers, topic);
   const std::string slot = name;
   const std::string publication = name + "_pub";
@@ -740,17 +796,7 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
 }
 
 void print_latency(const std::vector<Latency>& ls) {
-  const Latency* rel = nullptr;
-  const Latency* dbz = nullptr;
-  for (const auto& l : ls) {
-    (l.system == "debezium" ? dbz : rel) = &l;
-  }
-  struct Line {
-    std::string what;
-    std::function<double(const Latency&)> value;
-    int decimals;
-  };
-  const std::vector<Line> lines = {
+  const std::vector<Line<Latency>> lines = {
       {"achieved commit rate (events/s, 1 event/tx)", [](const Latency& l) { return l.offered; },
        0},
       {"commit-to-consume p50 (ms)", [](const Latency& l) { return l.p50; }, 1},
@@ -770,29 +816,11 @@ void print_latency(const std::vector<Latency>& ls) {
       {"relayer peak RSS (MiB, VmHWM)",
        [](const Latency& l) { return static_cast<double>(l.relayer_hwm_kb) / 1024; }, 1},
   };
-  print_header();
-  for (const auto& l : lines) {
-    const double a = rel != nullptr ? l.value(*rel) : NAN;
-    const double b = dbz != nullptr ? l.value(*dbz) : NAN;
-    const std::string ratio = ratio_text(a, b);
-    std::printf("| %-56s | %14s | %14s | %16s |\n", l.what.c_str(), fmt(a, l.decimals).c_str(),
-                fmt(b, l.decimals).c_str(), ratio.c_str());
-  }
-  std::fflush(stdout);
+  print_lines(ls, lines);
 }
 
 void print_table(const std::vector<Result>& rs) {
-  const Result* rel = nullptr;
-  const Result* dbz = nullptr;
-  for (const auto& r : rs) {
-    (r.system == "debezium" ? dbz : rel) = &r;
-  }
-  struct Line {
-    std::string what;
-    std::function<double(const Result&)> value;
-    int decimals;
-  };
-  const std::vector<Line> lines = {
+  const std::vector<Line<Result>> lines = {
       {"drain rate (events/s, process start to all delivered)",
        [](const Result& r) { return static_cast<double>(r.events) / r.drain_seconds; }, 0},
       {"drain time (s)", [](const Result& r) { return r.drain_seconds; }, 2},
@@ -821,26 +849,14 @@ void print_table(const std::vector<Result>& rs) {
       {"dead tuples in the outbox table after the run",
        [](const Result& r) { return static_cast<double>(r.dead_tuples); }, 0},
       {"row updates / autovacuums of the table",
-       [](const Result& r) { return static_cast<double>(r.updates); }, 0},
+       [](const Result& r) { return static_cast<double>(r.updates); }, 0,
+       [](const Result& r) {
+         return fmt(static_cast<double>(r.updates)) + " / " + std::to_string(r.autovacuums);
+       }},
       {"events delivered (topic, marker excluded)",
        [](const Result& r) { return static_cast<double>(r.delivered); }, 0},
   };
-  print_header();
-  for (const auto& l : lines) {
-    const double a = rel != nullptr ? l.value(*rel) : NAN;
-    const double b = dbz != nullptr ? l.value(*dbz) : NAN;
-    std::string ratio = ratio_text(a, b);
-    std::string va = fmt(a, l.decimals);
-    std::string vb = fmt(b, l.decimals);
-    if (l.what.rfind("row updates", 0) == 0) {
-      va = rel != nullptr ? fmt(a) + " / " + std::to_string(rel->autovacuums) : "n/a";
-      vb = dbz != nullptr ? fmt(b) + " / " + std::to_string(dbz->autovacuums) : "n/a";
-      ratio = "";
-    }
-    std::printf("| %-56s | %14s | %14s | %16s |\n", l.what.c_str(), va.c_str(), vb.c_str(),
-                ratio.c_str());
-  }
-  std::fflush(stdout);
+  print_lines(rs, lines);
 }
 
 std::string loadavg() {
@@ -854,8 +870,8 @@ int run(const Options& o) {
   std::vector<std::string> systems;
   std::stringstream ss(o.systems);
   for (std::string s; std::getline(ss, s, ',');) {
-    if (s != "relay" && s != "debezium") {
-      throw std::invalid_argument("unknown system '" + s + "' (relay, debezium)");
+    if (s != "relay" && s != "relay-log" && s != "debezium") {
+      throw std::invalid_argument("unknown system '" + s + "' (relay, relay-log, debezium)");
     }
     systems.push_back(s);
   }
