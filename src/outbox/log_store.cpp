@@ -68,24 +68,27 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
            ".payload::text, to_char(" + a +
            ".created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ";
   };
-  // Heads: the earliest pending failure of each key, when due. Log: the rows after
-  // the cursor (per shard: $6/$7 are indexed by shard + 1), of transactions below
-  // the oldest running one, in (xid, id) order from the primary key. UNION ALL
-  // returns the heads first (claim_batch relies on it).
-  claim_sql_ = "(SELECT " + columns("h") +
-               "h.retry_count, h.shard, h.xid::text, true, false FROM (SELECT DISTINCT ON "
-               "(biz_id) * FROM " +
-               retry + " WHERE status = " + kPending +
-               " AND shard = ANY($1::int[]) ORDER BY biz_id, xid, id) h WHERE h.next_retry_time "
-               "<= now() AND h.id <> ALL($3::bigint[]) ORDER BY h.xid, h.id LIMIT $2) UNION ALL "
-               "(SELECT " +
-               columns("e") + "0, e.shard, e.xid::text, false, EXISTS (SELECT 1 FROM " + retry +
-               " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ") FROM " +
-               table.quoted() +
-               " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
-               "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
-               "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
-               "e.id LIMIT $2)";
+  // From _retry, in (xid, id) order, every due pending event that no earlier pending
+  // event of its key holds back: an attempted one (a retry) goes alone for its key and
+  // holds the key's later ones until it is settled, as in status mode; events parked
+  // behind it (never attempted) go together, so a busy key catches up in a few batches.
+  // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1), of
+  // transactions below the oldest running one, in (xid, id) order from the primary
+  // key. UNION ALL returns the _retry rows first (claim_batch relies on it).
+  claim_sql_ =
+      "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
+      " h WHERE h.status = " + kPending +
+      " AND h.shard = ANY($1::int[]) AND h.next_retry_time <= now() AND h.id <> "
+      "ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM " +
+      retry + " b WHERE b.biz_id = h.biz_id AND b.status = " + kPending +
+      " AND (b.xid, b.id) < (h.xid, h.id) AND (b.retry_count > 0 OR h.retry_count > "
+      "0)) ORDER BY h.xid, h.id LIMIT $2) UNION ALL (SELECT " +
+      columns("e") + "0, e.shard, e.xid::text, false, EXISTS (SELECT 1 FROM " + retry +
+      " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ") FROM " + table.quoted() +
+      " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
+      "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
+      "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
+      "e.id LIMIT $2)";
   // One plan whatever the statistics say: a bulk backlog inserted before autovacuum
   // has analyzed the new partition would otherwise be read with a bitmap scan and a
   // sort of every pending row per claim. These sessions run nothing that needs either.
