@@ -134,15 +134,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
     if (!parked && log_kept++ == log_room) {
       break;  // log rows come in order: the rest stay after the cursor too
     }
-    OutboxEvent e;
-    e.id = r[0].as<std::int64_t>();
-    e.event_id = r[1].as<std::string>();
-    e.biz_type = r[2].as<std::string>();
-    e.biz_id = r[3].as<std::string>();
-    e.payload = r[4].as<std::string>();
-    e.created_at = r[5].as<std::string>();
-    e.retry_count = r[6].as<int>();
-    e.shard = r[7].as<int>();
+    OutboxEvent e = read_event(r);
     e.xid = r[8].as<std::uint64_t>();
     e.parked = parked;
     e.held = r[10].as<bool>();

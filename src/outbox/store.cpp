@@ -109,18 +109,22 @@ std::vector<OutboxEvent> ClaimQueries::claim_batch(const std::vector<int>& shard
   auto rows = tx.exec(sql);
   events.reserve(rows.size());
   for (const auto& r : rows) {
-    OutboxEvent e;
-    e.id = r[0].as<std::int64_t>();
-    e.event_id = r[1].as<std::string>();
-    e.biz_type = r[2].as<std::string>();
-    e.biz_id = r[3].as<std::string>();
-    e.payload = r[4].as<std::string>();
-    e.created_at = r[5].as<std::string>();
-    e.retry_count = r[6].as<int>();
-    e.shard = r[7].as<int>();
-    events.push_back(std::move(e));
+    events.push_back(read_event(r));
   }
   return events;
+}
+
+OutboxEvent read_event(const pqxx::row& r) {
+  OutboxEvent e;
+  e.id = r[0].as<std::int64_t>();
+  e.event_id = r[1].as<std::string>();
+  e.biz_type = r[2].as<std::string>();
+  e.biz_id = r[3].as<std::string>();
+  e.payload = r[4].as<std::string>();
+  e.created_at = r[5].as<std::string>();
+  e.retry_count = r[6].as<int>();
+  e.shard = r[7].as<int>();
+  return e;
 }
 
 std::int64_t OutboxStore::mark_sent(const std::vector<std::int64_t>& ids, bool delete_rows) {

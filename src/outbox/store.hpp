@@ -100,6 +100,10 @@ class EventStore {
   virtual TableHealth health() = 0;
 };
 
+// An event from a claim's first eight columns: id, event_id, biz_type, biz_id,
+// payload, created_at (RFC 3339), retry_count, shard (both modes select them so).
+OutboxEvent read_event(const pqxx::row& r);
+
 // The "<table>_waiting" entries of one session (the same in both modes).
 class WaitingList {
  public:
