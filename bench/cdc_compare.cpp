@@ -48,7 +48,7 @@ struct Options {
   std::string java = "/usr/bin/java";
   std::string debezium_lib;  // bench/debezium/fetch.sh's output
   std::string log4j_config;  // scripts/testbed/kafka/log4j2.xml
-  std::string systems = "relay,debezium";
+  std::string systems = "relay,relay-log,debezium";
   std::string log_dir = "/tmp";
   int postmaster_pid = 0;
   long long events = 500000;

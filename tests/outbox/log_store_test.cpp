@@ -54,9 +54,25 @@ struct Reader {
   std::vector<OutboxEvent> claim(int limit = 100) {
     return store->claims().claim_batch(all_shards(), limit, {});
   }
-  // Claims and writes everything back as delivered; returns the payload seqs in order.
-  std::vector<OutboxEvent> drain_once(int limit = 100) {
-    auto batch = claim(limit);
+  // Claims until at least `n` events come back: any transaction open on the server
+  // (another test's) holds the watermark back for a while.
+  std::vector<OutboxEvent> claim_at_least(std::size_t n, int limit = 100) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      auto batch = claim(limit);
+      if (batch.size() >= n || std::chrono::steady_clock::now() > until) {
+        return batch;
+      }
+      store->unclaim(batch);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // Claims and writes everything back as delivered.
+  std::vector<OutboxEvent> drain_once(int limit = 100) { return deliver(claim(limit)); }
+  std::vector<OutboxEvent> drain(std::size_t n, int limit = 100) {
+    return deliver(claim_at_least(n, limit));
+  }
+  std::vector<OutboxEvent> deliver(std::vector<OutboxEvent> batch) {
     std::vector<std::int64_t> ids;
     for (const auto& e : batch) {
       ids.push_back(e.id);
@@ -107,7 +123,7 @@ TEST(LogClaims, ARowThatCommitsLateWithALowerIdIsReadAfterItCommitsNeverSkipped)
       << "b's transaction is newer than a running one: not read yet, so it cannot be read "
          "past a";
   early.commit();
-  auto got = reader.drain_once();
+  auto got = reader.drain(2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].biz_id, "a");
   EXPECT_EQ(got[1].biz_id, "b");
@@ -130,7 +146,7 @@ TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
       << "the reason is visible in the health signals";
   EXPECT_EQ(reader.store->backlog(std::chrono::seconds(3600)).pending, 5);
   long_tx.commit();
-  EXPECT_EQ(reader.drain_once().size(), 5u);
+  EXPECT_EQ(reader.drain(5).size(), 5u);
   EXPECT_EQ(reader.store->backlog(std::chrono::seconds(3600)).pending, 0);
 }
 
@@ -178,7 +194,8 @@ TEST(LogClaims, ConcurrentWritersCommittingOutOfOrderLoseAndRepeatNothing) {
     take();
   }
   finisher.join();
-  for (int i = 0; i < 100 && seen.size() < kWriters * kPerWriter; ++i) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (seen.size() < kWriters * kPerWriter && std::chrono::steady_clock::now() < until) {
     take();
   }
   EXPECT_EQ(seen.size(), static_cast<std::size_t>(kWriters * kPerWriter)) << "none skipped";
@@ -191,7 +208,7 @@ TEST(LogStore, AFailureWaitsInRetryHoldingItsKeyWhileOtherKeysFlow) {
   Reader reader(t);
   t.insert_committed("bad", 1);
   t.insert_committed("good", 2);
-  auto first = reader.claim();
+  auto first = reader.claim_at_least(2);
   ASSERT_EQ(first.size(), 2u);
   const OutboxEvent bad = first[0].biz_id == "bad" ? first[0] : first[1];
   const OutboxEvent good = first[0].biz_id == "bad" ? first[1] : first[0];
@@ -199,7 +216,7 @@ TEST(LogStore, AFailureWaitsInRetryHoldingItsKeyWhileOtherKeysFlow) {
                            {{bad.id, false, std::chrono::milliseconds(300), "boom"}}, false);
   t.insert_committed("bad", 3);
   t.insert_committed("good", 4);
-  auto second = reader.claim();
+  auto second = reader.claim_at_least(2);
   ASSERT_EQ(second.size(), 2u) << "the failure is not due yet: only the log rows";
   for (const auto& e : second) {
     EXPECT_EQ(e.held, e.biz_id == "bad") << e.biz_id << ": only the failed key is held";
@@ -213,13 +230,13 @@ TEST(LogStore, AFailureWaitsInRetryHoldingItsKeyWhileOtherKeysFlow) {
   }
   reader.store->write_back(second, delivered, {}, false);  // the held one is parked
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  auto retry = reader.claim();
+  auto retry = reader.claim_at_least(1);
   ASSERT_EQ(retry.size(), 1u) << "one head per key";
   EXPECT_TRUE(retry[0].parked);
   EXPECT_EQ(retry[0].id, bad.id);
   EXPECT_EQ(retry[0].retry_count, 1);
   reader.store->write_back(retry, {bad.id}, {}, false);
-  auto parked = reader.claim();
+  auto parked = reader.claim_at_least(1);
   ASSERT_EQ(parked.size(), 1u) << "then the event parked behind it";
   EXPECT_EQ(parked[0].payload.find("3") != std::string::npos, true) << parked[0].payload;
   reader.store->write_back(parked, {parked[0].id}, {}, false);
@@ -237,10 +254,11 @@ TEST(LogStore, AFailedEventStopsHoldingItsKeyAndStaysInRetry) {
   LogTable t;
   Reader reader(t);
   t.insert_committed("k", 1);
-  auto batch = reader.claim();
+  auto batch = reader.claim_at_least(1);
+  ASSERT_EQ(batch.size(), 1u);
   reader.store->write_back(batch, {}, {{batch[0].id, true, {}, "poison"}}, false);
   t.insert_committed("k", 2);
-  auto next = reader.claim();
+  auto next = reader.claim_at_least(1);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_FALSE(next[0].held) << "FAILED no longer blocks its key";
   Backlog b = reader.store->backlog(std::chrono::seconds(3600));
@@ -251,7 +269,7 @@ TEST(LogStore, AnUnsentClaimIsReadAgain) {
   LogTable t;
   Reader reader(t);
   t.insert_committed("k", 1);
-  auto batch = reader.claim();
+  auto batch = reader.claim_at_least(1);
   ASSERT_EQ(batch.size(), 1u);
   reader.store->unclaim(batch);
   EXPECT_EQ(reader.claim().size(), 1u);
@@ -264,10 +282,10 @@ TEST(LogStore, ProgressIsStoredPerShardSoAnotherReaderStartsWhereTheFirstStopped
   }
   {
     Reader first(t);
-    EXPECT_EQ(first.drain_once(12).size(), 12u);
+    EXPECT_EQ(first.drain(12, 12).size(), 12u);
   }
   Reader second(t);
-  EXPECT_EQ(second.drain_once(100).size(), 8u) << "the rest, nothing again";
+  EXPECT_EQ(second.drain(8).size(), 8u) << "the rest, nothing again";
 }
 
 TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {
@@ -288,7 +306,7 @@ TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {
   EXPECT_TRUE(before.dropped.empty()) << "no shard has read anything yet";
   EXPECT_NE(before.held_back.find("not passed"), std::string::npos) << before.held_back;
   Reader reader(t);
-  EXPECT_EQ(reader.drain_once().size(), 2u);
+  EXPECT_EQ(reader.drain(2).size(), 2u);
   reader.store->maintain(all_shards());  // idle shards move on too
   PartitionCleanup after = drop_passed_partitions(conn, t.table, std::chrono::seconds(0));
   ASSERT_FALSE(after.dropped.empty()) << after.held_back;
@@ -302,7 +320,7 @@ TEST(LogOperations, RequeueReplayAndInspectWorkOnTheRetryTableAndTheStatusView) 
   Reader reader(t);
   t.insert_committed("poison", 1);
   t.insert_committed("fine", 2);
-  auto batch = reader.claim();
+  auto batch = reader.claim_at_least(2);
   ASSERT_EQ(batch.size(), 2u);
   const OutboxEvent poison = batch[0].biz_id == "poison" ? batch[0] : batch[1];
   const OutboxEvent fine = batch[0].biz_id == "poison" ? batch[1] : batch[0];
@@ -318,7 +336,7 @@ TEST(LogOperations, RequeueReplayAndInspectWorkOnTheRetryTableAndTheStatusView) 
   failed.event_ids = {poison.event_id};
   EXPECT_EQ(requeue_failed(conn, t.table, failed, true).event_ids.size(), 1u) << "dry run";
   EXPECT_EQ(requeue_failed(conn, t.table, failed, false).event_ids.size(), 1u);
-  auto again = reader.claim();
+  auto again = reader.claim_at_least(1);
   ASSERT_EQ(again.size(), 1u) << "the requeued event is due again";
   EXPECT_EQ(again[0].id, poison.id);
   EXPECT_EQ(again[0].retry_count, 0) << "a fresh attempt budget";
@@ -327,7 +345,7 @@ TEST(LogOperations, RequeueReplayAndInspectWorkOnTheRetryTableAndTheStatusView) 
   Selection sent;
   sent.event_ids = {fine.event_id};
   EXPECT_EQ(replay_sent(conn, t.table, sent, false).event_ids.size(), 1u);
-  auto replayed = reader.claim();
+  auto replayed = reader.claim_at_least(1);
   ASSERT_EQ(replayed.size(), 1u) << "a copy in _retry sends it again";
   EXPECT_EQ(replayed[0].event_id, fine.event_id);
 }
