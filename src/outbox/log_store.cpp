@@ -272,29 +272,27 @@ void LogStore::maintain(const std::vector<int>& owned) {
 
 Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
   pqxx::nontransaction tx(conn_);
-  const auto stuck_s = static_cast<std::int64_t>(stuck_after.count());
   const std::string progress = table_.quoted_with_suffix("_progress");
+  const std::string stuck = "created_at < now() - $1 * interval '1 second'";
   // Unread log rows (from the lowest progress on, through the primary key), plus
-  // the failures and parked events waiting in _retry.
-  auto log = tx.exec_params(
-      "SELECT count(*), count(*) FILTER (WHERE e.created_at < now() - $1 * interval '1 second'), "
-      "min(e.created_at)::text FROM " +
-          table_.quoted() + " e JOIN " + progress +
-          " p ON p.shard = e.shard WHERE e.xid >= (SELECT min(xid) FROM " + progress +
-          ") AND (e.xid, e.id) > (p.xid, p.id)",
-      stuck_s);
-  auto retry = tx.exec_params(
-      "SELECT count(*) FILTER (WHERE status = " + kPending + "), count(*) FILTER (WHERE status = " +
-          kFailed + "), count(*) FILTER (WHERE status = " + kPending +
-          " AND created_at < now() - $1 * interval '1 second'), COALESCE(EXTRACT(EPOCH FROM now() "
-          "- least(min(created_at) FILTER (WHERE status = " +
-          kPending + "), $2::timestamptz)), 0) FROM " + table_.quoted_with_suffix("_retry"),
-      stuck_s, log[0][2].is_null() ? std::optional<std::string>{} : log[0][2].as<std::string>());
+  // the failures and parked events waiting in _retry; one round trip.
+  auto r = tx.exec_params(
+      "WITH l AS (SELECT count(*) AS n, count(*) FILTER (WHERE e." + stuck +
+          ") AS stuck, min(e.created_at) AS oldest FROM " + table_.quoted() + " e JOIN " +
+          progress + " p ON p.shard = e.shard WHERE e.xid >= (SELECT min(xid) FROM " + progress +
+          ") AND (e.xid, e.id) > (p.xid, p.id)), r AS (SELECT count(*) FILTER (WHERE status = " +
+          kPending + ") AS n, count(*) FILTER (WHERE status = " + kFailed +
+          ") AS failed, count(*) FILTER (WHERE status = " + kPending + " AND " + stuck +
+          ") AS stuck, min(created_at) FILTER (WHERE status = " + kPending + ") AS oldest FROM " +
+          table_.quoted_with_suffix("_retry") +
+          ") SELECT l.n + r.n, r.failed, l.stuck + r.stuck, COALESCE(EXTRACT(EPOCH FROM now() - "
+          "least(l.oldest, r.oldest)), 0) FROM l, r",
+      static_cast<std::int64_t>(stuck_after.count()));
   Backlog b;
-  b.pending = log[0][0].as<std::int64_t>() + retry[0][0].as<std::int64_t>();
-  b.failed = retry[0][1].as<std::int64_t>();
-  b.stuck = log[0][1].as<std::int64_t>() + retry[0][2].as<std::int64_t>();
-  b.oldest_pending_seconds = retry[0][3].as<double>();
+  b.pending = r[0][0].as<std::int64_t>();
+  b.failed = r[0][1].as<std::int64_t>();
+  b.stuck = r[0][2].as<std::int64_t>();
+  b.oldest_pending_seconds = r[0][3].as<double>();
   return b;
 }
 

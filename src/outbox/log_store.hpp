@@ -31,7 +31,6 @@ class LogCursor {
   // shards no longer owned (another replica may move them on meanwhile).
   void follow(pqxx::transaction_base& tx, const TableName& table, const std::vector<int>& owned);
   LogPosition lowest() const;
-  LogPosition at(int shard) const { return positions_.at(shard); }
   const std::map<int, LogPosition>& positions() const { return positions_; }
   // A claim read every owned shard up to `end`.
   void advance(LogPosition end);

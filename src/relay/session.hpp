@@ -38,7 +38,6 @@ class Session {
 
   int shard_count() const { return info_.shard_count; }
   ShardOwnership& shards() { return shards_; }
-  TableMode mode() const { return info_.mode; }
   // The lock session's statements: a write-back that succeeds proves the shards
   // were still owned, since the locks die with this session.
   EventStore& store() { return *store_; }
