@@ -74,7 +74,9 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // behind it (never attempted) go together, so a busy key catches up in a few batches.
   // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1), of
   // transactions below the oldest running one, in (xid, id) order from the primary
-  // key. UNION ALL returns the _retry rows first (claim_batch relies on it).
+  // key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
+  // row of NULLs if a committed row of ours waits above that bound: the end of the
+  // transaction holding it back sends no NOTIFY, so the relay must look again soon.
   claim_sql_ =
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
@@ -88,7 +90,11 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
       "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
       "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
-      "e.id LIMIT $2)";
+      "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, "
+      "false, false FROM " +
+      table.quoted() +
+      " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid >= "
+      "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) LIMIT 1)";
   // One plan whatever the statistics say: a bulk backlog inserted before autovacuum
   // has analyzed the new partition would otherwise be read with a bitmap scan and a
   // sort of every pending row per claim. These sessions run nothing that needs either.
@@ -120,8 +126,10 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
       tx.exec_params(claim_sql_, pg_int_array(shards), limit, pg_int_array(exclude_ids),
                      std::to_string(low.xid), low.id, pg_int_array(xids), pg_int_array(ids));
   std::size_t heads = 0;
+  behind_watermark_ = false;
   for (const auto& r : rows) {
-    heads += r[9].as<bool>() ? 1 : 0;
+    heads += !r[0].is_null() && r[9].as<bool>() ? 1 : 0;
+    behind_watermark_ = behind_watermark_ || r[0].is_null();
   }
   // Every due head, and log rows up to the limit: those past it stay after the cursor.
   const std::size_t log_room =
@@ -130,6 +138,9 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   events.reserve(std::min(rows.size(), static_cast<std::size_t>(limit)));
   LogPosition end{};
   for (const auto& r : rows) {
+    if (r[0].is_null()) {
+      continue;  // the watermark marker
+    }
     const bool parked = r[9].as<bool>();
     if (!parked && log_kept++ == log_room) {
       break;  // log rows come in order: the rest stay after the cursor too

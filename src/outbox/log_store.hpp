@@ -54,6 +54,7 @@ class LogClaims : public EventClaims {
   LogClaims(pqxx::connection& conn, const TableName& table, int shard_count, LogCursor& cursor);
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
+  bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
 
  private:
   pqxx::connection& conn_;
@@ -61,6 +62,7 @@ class LogClaims : public EventClaims {
   int shard_count_;
   LogCursor& cursor_;
   std::string claim_sql_;
+  bool behind_watermark_ = false;
 };
 
 // The log-mode store: a write-back changes no log row. It records failures and

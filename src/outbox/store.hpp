@@ -63,6 +63,9 @@ class EventClaims {
   virtual ~EventClaims() = default;
   virtual std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                                const std::vector<std::int64_t>& exclude_ids) = 0;
+  // After a claim: committed events of the shards wait for an older transaction to
+  // end (log mode's watermark). That end sends no NOTIFY; the caller looks again soon.
+  virtual bool rows_wait_for_older_transaction() const { return false; }
 };
 
 // What the relay does with a table, whatever its mode. Every statement runs on the

@@ -367,10 +367,23 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
 // whose trigger ran just before that was visible sent no NOTIFY, but its commit
 // follows within moments: so after a short wait the next turn claims once more,
 // and only an empty claim after that sleeps until a NOTIFY or the poll interval.
+//
+// Log mode: committed events may wait above the watermark for an older transaction
+// (any on the database) to end, and that end sends no NOTIFY. Then each wait is
+// shortened to `p.watermark_poll`, which doubles from 2 ms up to 100 ms while they
+// wait: a writer's transaction ends within milliseconds, a long one costs at most
+// ten claims a second.
 void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                          Clock::time_point claimed_at, std::stop_token stop) {
-  constexpr std::chrono::milliseconds kCommitRace{50};
+  using std::chrono::milliseconds;
+  constexpr milliseconds kCommitRace{50};
+  constexpr milliseconds kFirstWatermarkPoll{2};
+  constexpr milliseconds kLastWatermarkPoll{100};
   const auto beat_fn = [this] { beat(); };
+  const bool behind = next.empty() && s.store().claims().rows_wait_for_older_transaction();
+  const milliseconds cap = behind ? p.watermark_poll : config_.poll_interval;
+  p.watermark_poll = behind ? std::min(p.watermark_poll * 2, kLastWatermarkPoll)
+                            : kFirstWatermarkPoll;
   if (!next.empty()) {
     if (p.waiting) {
       s.store().set_waiting(false);
@@ -380,15 +393,18 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   } else if (!p.waiting) {
     s.store().set_waiting(true);
     p.waiting = true;
-    s.wait_for_notify(stop, std::min(config_.poll_interval, kCommitRace), p.seen, beat_fn);
+    s.wait_for_notify(stop, std::min({config_.poll_interval, kCommitRace, cap}), p.seen,
+                      beat_fn);
     if (stop.stop_requested() || s.notifications() != p.seen) {
       s.store().set_waiting(false);
       p.waiting = false;
     }
   } else {
-    s.wait_for_notify(stop, config_.poll_interval, p.seen, beat_fn);
-    s.store().set_waiting(false);
-    p.waiting = false;
+    s.wait_for_notify(stop, std::min(config_.poll_interval, cap), p.seen, beat_fn);
+    if (!behind || stop.stop_requested() || s.notifications() != p.seen) {
+      s.store().set_waiting(false);  // stays registered while it polls the watermark
+      p.waiting = false;
+    }
   }
 }
 

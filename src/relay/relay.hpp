@@ -114,6 +114,8 @@ class Relay {
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
     bool waiting = false;    // registered in <table>_waiting, so inserts notify
+    // Log mode: the next wait while committed events wait above the watermark.
+    std::chrono::milliseconds watermark_poll{2};
     std::chrono::steady_clock::time_point next_rebalance = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point next_backlog = std::chrono::steady_clock::now();
   };

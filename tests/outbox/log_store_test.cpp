@@ -141,6 +141,8 @@ TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
     t.insert_committed("k" + std::to_string(i), i);
   }
   EXPECT_TRUE(reader.drain_once().empty()) << "the watermark waits for the long transaction";
+  EXPECT_TRUE(reader.store->claims().rows_wait_for_older_transaction())
+      << "the claim says committed events wait (their release sends no NOTIFY)";
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_GE(reader.store->health().oldest_transaction_seconds, 1.0)
       << "the reason is visible in the health signals";
@@ -148,6 +150,8 @@ TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
   long_tx.commit();
   EXPECT_EQ(reader.drain(5).size(), 5u);
   EXPECT_EQ(reader.store->backlog(std::chrono::seconds(3600)).pending, 0);
+  EXPECT_TRUE(reader.drain_once().empty());
+  EXPECT_FALSE(reader.store->claims().rows_wait_for_older_transaction()) << "nothing left";
 }
 
 TEST(LogClaims, ConcurrentWritersCommittingOutOfOrderLoseAndRepeatNothing) {

@@ -71,6 +71,26 @@ TEST(Relay, WakesOnNotifyLongBeforeThePollInterval) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
 }
 
+// Log mode reads only below the oldest open transaction's id; that transaction's end
+// sends no NOTIFY when it wrote no event. The relay must look again by itself, soon,
+// not at the poll interval. (Status mode delivers at once; the test holds in both.)
+TEST(Relay, AnEventHeldBackByAnUnrelatedTransactionGoesOutSoonAfterItEnds) {
+  OutboxTestTable t;
+  auto c = t.relay_config();
+  c.poll_interval = 60s;
+  ThreadRelay relay(c);
+  std::this_thread::sleep_for(1s);  // let it go idle
+  pqxx::connection other_conn(t.dsn);
+  pqxx::work other(other_conn);
+  other.exec("SELECT pg_current_xact_id()");  // an id, no event: like another service's write
+  t.insert(1, 1);
+  std::this_thread::sleep_for(500ms);
+  const auto ended = std::chrono::steady_clock::now();
+  other.commit();
+  ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 1; }, 20s));
+  EXPECT_LT(std::chrono::steady_clock::now() - ended, 5s);
+}
+
 void run_replicas(int replicas) {
   OutboxTestTable t;
   const int events = 3000;
