@@ -382,8 +382,8 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   const auto beat_fn = [this] { beat(); };
   const bool behind = next.empty() && s.store().claims().rows_wait_for_older_transaction();
   const milliseconds cap = behind ? p.watermark_poll : config_.poll_interval;
-  p.watermark_poll = behind ? std::min(p.watermark_poll * 2, kLastWatermarkPoll)
-                            : kFirstWatermarkPoll;
+  p.watermark_poll =
+      behind ? std::min(p.watermark_poll * 2, kLastWatermarkPoll) : kFirstWatermarkPoll;
   if (!next.empty()) {
     if (p.waiting) {
       s.store().set_waiting(false);
@@ -393,8 +393,7 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   } else if (!p.waiting) {
     s.store().set_waiting(true);
     p.waiting = true;
-    s.wait_for_notify(stop, std::min({config_.poll_interval, kCommitRace, cap}), p.seen,
-                      beat_fn);
+    s.wait_for_notify(stop, std::min({config_.poll_interval, kCommitRace, cap}), p.seen, beat_fn);
     if (stop.stop_requested() || s.notifications() != p.seen) {
       s.store().set_waiting(false);
       p.waiting = false;
