@@ -8,6 +8,7 @@
 
 #include "bench_support.hpp"
 #include "metrics/registry.hpp"
+#include "outbox/log_store.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/store.hpp"
 #include "relay/relay.hpp"
@@ -25,11 +26,14 @@ double median_claim_ms(const FloodParams& p, const TableName& table) {
   pqxx::connection conn(p.dsn);
   std::vector<int> shards(static_cast<std::size_t>(inspect_table(conn, table).shard_count));
   std::iota(shards.begin(), shards.end(), 0);
-  ClaimQueries claims(conn, table);
+  const TableInfo info = inspect_table(conn, table);
+  LogCursor cursor;  // log mode: a fresh reader's, at the start of the log
+  std::unique_ptr<EventClaims> claims = open_claims(conn, table, info, cursor);
   std::vector<double> ms;
   for (int i = 0; i < 5; ++i) {
     const auto start = Clock::now();
-    if (claims.claim_batch(shards, p.batch).empty()) {
+    cursor = LogCursor{};
+    if (claims->claim_batch(shards, p.batch, {}).empty()) {
       throw std::runtime_error("(u) the claim found nothing in " + table.plain());
     }
     ms.push_back(to_ms(Clock::now() - start));
@@ -63,26 +67,39 @@ double drain_with_relay(const FloodParams& p, const TableName& table, const std:
   return secs;
 }
 
-// How often the table was analyzed (by hand or by autovacuum) so far.
+// The table and, in log mode, its partitions (which hold the rows).
+std::vector<std::string> tables_holding_rows(pqxx::transaction_base& tx, const TableName& table) {
+  std::vector<std::string> out;
+  for (const auto& r : tx.exec_params("SELECT relid::regclass::text FROM pg_partition_tree($1) "
+                                      "WHERE isleaf",
+                                      table.quoted())) {
+    out.push_back(r[0].as<std::string>());
+  }
+  return out;
+}
+
+// How often any table holding the rows was analyzed (by hand or by autovacuum), at most.
 long long analyze_count(const std::string& dsn, const TableName& table) {
   pqxx::connection conn(dsn);
   pqxx::nontransaction tx(conn);
   auto r = tx.exec_params(
-      "SELECT COALESCE(analyze_count + autoanalyze_count, 0) FROM pg_stat_user_tables WHERE "
-      "schemaname = $1 AND relname = $2",
-      table.schema(), table.table());
-  return r.empty() ? 0 : r[0][0].as<long long>();
+      "SELECT COALESCE(max(s.analyze_count + s.autoanalyze_count), 0) FROM pg_partition_tree($1) "
+      "t JOIN pg_stat_user_tables s ON s.relid = t.relid",
+      table.quoted());
+  return r[0][0].as<long long>();
 }
 
 FloodDrain drain_one(const FloodParams& p, int round, bool analyze) {
   std::string suffix = analyze ? "a" : "u";
   suffix += std::to_string(round);
-  BenchTable t(p.dsn, "bench_flood_" + p.id + "_" + suffix);
+  BenchTable t(p.dsn, "bench_flood_" + p.id + "_" + suffix, p.mode);
   {
     // Nothing may analyze the un-analyzed table behind the benchmark's back.
     pqxx::connection conn(p.dsn);
-    pqxx::nontransaction(conn).exec("ALTER TABLE " + t.name().quoted() +
-                                    " SET (autovacuum_enabled = false)");
+    pqxx::nontransaction tx(conn);
+    for (const auto& leaf : tables_holding_rows(tx, t.name())) {
+      tx.exec("ALTER TABLE " + leaf + " SET (autovacuum_enabled = false)");
+    }
   }
   t.fill_pending(p.events, p.keys);
   if (analyze) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "outbox/schema.hpp"
+
 namespace outbox::bench {
 
 struct FloodParams {
@@ -18,6 +20,7 @@ struct FloodParams {
   int keys = 1000;
   int batch = 500;
   int rounds = 1;
+  TableMode mode = TableMode::kStatus;  // log mode: the partitions are what goes un-analyzed
 };
 
 struct FloodDrain {

@@ -61,6 +61,7 @@ struct Options {
   long long json_rows = 100000;
   long long flood_events = 100000;
   int flood_rounds = 1;
+  std::string flood_mode = "status";
   double quiet_rate = 500;
 };
 
@@ -1020,8 +1021,8 @@ void add_quiet_rows(const Options& o, const std::string& id, std::vector<Row>& r
 // (u) An un-analyzed bulk backlog vs the same after ANALYZE (flood_bench.cpp).
 
 void add_flood_rows(const Options& o, const std::string& id, std::vector<Row>& rows) {
-  FloodResult f =
-      run_flood({o.dsn, o.brokers, id, o.flood_events, o.keys, o.batch, o.flood_rounds});
+  FloodResult f = run_flood({o.dsn, o.brokers, id, o.flood_events, o.keys, o.batch, o.flood_rounds,
+                             parse_mode(o.flood_mode)});
   auto rates = [](const std::vector<FloodDrain>& v) {
     std::string out;
     double sum = 0;
@@ -1041,9 +1042,8 @@ void add_flood_rows(const Options& o, const std::string& id, std::vector<Row>& r
   const auto [u_rates, u_mean] = rates(f.unanalyzed);
   const auto [a_rates, a_mean] = rates(f.analyzed);
   const std::string n = fmt(static_cast<double>(o.flood_events));
-  rows.push_back({"(u) relay::Relay drains " + n +
-                      " bulk-inserted events, table never analyzed (first claim " +
-                      claims(f.unanalyzed) + " ms)",
+  rows.push_back({"(u) relay::Relay drains " + n + " bulk-inserted events, " + o.flood_mode +
+                      "-mode table never analyzed (first claim " + claims(f.unanalyzed) + " ms)",
                   u_rates + " events/s", "", ""});
   rows.push_back({"(u) the same after ANALYZE (first claim " + claims(f.analyzed) + " ms)",
                   a_rates + " events/s", "", ""});
@@ -1320,6 +1320,9 @@ int main(int argc, char** argv) {
   app.add_option("--flood-events", o.flood_events, "(u) events bulk-inserted per drain")
       ->capture_default_str();
   app.add_option("--flood-rounds", o.flood_rounds, "(u) rounds, each un-analyzed then analyzed")
+      ->capture_default_str();
+  app.add_option("--flood-mode", o.flood_mode, "(u) table mode: status or log")
+      ->check(CLI::IsMember({"status", "log"}))
       ->capture_default_str();
   app.add_option("--quiet-rate", o.quiet_rate, "(q) offered events/s")->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "where the relay binary's logs go")->capture_default_str();
