@@ -160,9 +160,9 @@ Action add_controller_command(CLI::App& app) {
          // A standby is ready too: readiness means "caches synced", not "leading".
          {"/readyz",
           [&controller] {
-            bool ok = controller.synced();
-            return http::Response{ok ? 200 : 503, "text/plain",
-                                  ok ? "ready\n" : "informer caches not synced\n"};
+            const std::string why = controller.not_ready_reason();
+            return http::Response{why.empty() ? 200 : 503, "text/plain",
+                                  why.empty() ? "ready\n" : why + "\n"};
           }},
          {"/metrics", [&registry] {
             return http::Response{200, "text/plain; version=0.0.4", registry.render()};

@@ -115,6 +115,28 @@ bool Controller::synced() const {
   return true;
 }
 
+std::string Controller::not_ready_reason() const {
+  if (synced()) {
+    return {};
+  }
+  for (const auto& i : relay_informers_) {
+    if (std::string problem = i->problem(); !problem.empty()) {
+      if (i->not_served()) {
+        problem +=
+            "; install it with the chart (helm install) or: kubectl apply --server-side "
+            "-f charts/outbox-operator/crds/";
+      }
+      return problem;
+    }
+  }
+  for (const auto& [k, i] : owned_informers_) {
+    if (std::string problem = i->problem(); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "informer caches not synced yet";
+}
+
 std::optional<Json> Controller::cached_relay(const std::string& key) const {
   for (const auto& informer : relay_informers_) {
     if (std::optional<Json> relay = informer->get(key)) {

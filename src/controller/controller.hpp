@@ -104,6 +104,9 @@ class Controller {
   bool run(std::stop_token stop);
 
   bool synced() const;
+  // Why /readyz fails: "" once every cache is synced; else the first informer's problem
+  // (a missing OutboxRelay CRD says how to install it) or that the caches are syncing.
+  std::string not_ready_reason() const;
   bool leading() const { return leading_.load(); }
 
   // One pass for one "namespace/name" key; public for tests. Throws on failure (TerminalError

@@ -173,6 +173,25 @@ void Informer::apply(WatchEvent& event) {
   }
 }
 
+std::string Informer::problem() const {
+  std::lock_guard lock(mutex_);
+  return problem_;
+}
+
+void Informer::set_problem(std::string problem, bool not_served) {
+  not_served_ = not_served;
+  std::lock_guard lock(mutex_);
+  if (problem == problem_) {
+    return;
+  }
+  if (problem.empty()) {
+    spdlog::info("{}: recovered", problem_);
+  } else {
+    spdlog::warn("{}; retrying with backoff", problem);
+  }
+  problem_ = std::move(problem);
+}
+
 void Informer::run(std::stop_token stop) {
   Backoff backoff(options_.backoff_initial, options_.backoff_cap);
   // A second run() after a stop resumes from where the first left off: the watch either
@@ -185,6 +204,7 @@ void Informer::run(std::stop_token stop) {
         relist();
         listed = true;
         backoff.reset();
+        set_problem({});
       }
       WatchOptions watch_options;
       watch_options.resource_version = resource_version();
@@ -198,13 +218,16 @@ void Informer::run(std::stop_token stop) {
       WatchEnd end = client_.watch(
           resource_, namespace_, watch_options,
           [&](WatchEvent& event) {
-            ++events;
+            if (++events == 1) {
+              set_problem({});
+            }
             apply(event);
           },
           stop);
       if (end == WatchEnd::kStopped) {
         break;
       }
+      set_problem({});  // the watch was served
       if (events > 0) {
         backoff.reset();
       } else if (Clock::now() - started < std::chrono::seconds(1)) {
@@ -219,11 +242,19 @@ void Informer::run(std::stop_token stop) {
         listed = false;
         continue;
       }
-      spdlog::warn("watch {}: {}", what, e.what());
+      if (e.is_not_found()) {
+        // The collection itself is missing: a namespaced list of an existing type answers 200.
+        set_problem("watch " + what + ": the API server does not serve " + resource_.plural +
+                        (resource_.group.empty() ? "" : "." + resource_.group) + "/" +
+                        resource_.version + " (404): its CustomResourceDefinition is not installed",
+                    true);
+      } else {
+        set_problem("watch " + what + ": " + e.what());
+      }
       sleep_unless_stopped(stop, backoff.next());
     } catch (const std::exception& e) {
       // TransportError (cut, idle, refused), WatchDecodeError: resume from the last version.
-      spdlog::warn("watch {}: {}", what, e.what());
+      set_problem("watch " + what + ": " + e.what());
       sleep_unless_stopped(stop, backoff.next());
     }
   }

@@ -70,11 +70,19 @@ class Informer {
   std::string resource_version() const;
   int relist_count() const { return relists_.load(); }
   int watch_count() const { return watches_.load(); }
+  // Why the last list or watch failed, in one line ("" once one succeeds again). A 404
+  // on the collection names the missing CustomResourceDefinition.
+  std::string problem() const;
+  // The last failure was a 404 on the collection: the API server does not serve the type.
+  bool not_served() const { return not_served_.load(); }
 
   static std::string key_of(const Json& object);
 
  private:
   void relist();
+  // Logs a problem when it first appears or changes (not on every retry), and once
+  // when it clears.
+  void set_problem(std::string problem, bool not_served = false);
   void apply(WatchEvent& event);
   void set_resource_version(const Json& object);
 
@@ -95,7 +103,9 @@ class Informer {
   static Entry pack(const Json& object);
   std::map<std::string, Entry> cache_;
   std::string resource_version_;
+  std::string problem_;
   std::atomic<bool> synced_{false};
+  std::atomic<bool> not_served_{false};
   std::atomic<int> relists_{0};
   std::atomic<int> watches_{0};
 };

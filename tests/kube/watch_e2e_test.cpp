@@ -110,6 +110,30 @@ TEST(KubeWatchE2eTest, InformerCachesAndDeliversAddUpdateDelete) {
   EXPECT_EQ(informer.relist_count(), 1);
 }
 
+// A controller started before its CRD: the informer says which type is missing and
+// why, in one line, instead of an API error per retry; the caches never claim to be synced.
+TEST(KubeWatchE2eTest, AnInformerOfATypeWithoutItsCrdNamesTheMissingDefinition) {
+  Client client = admin_client();
+  const Resource missing{"nosuch.outbox.dev", "v1", "widgets", true};
+  Recorder recorder;
+  InformerOptions options;
+  options.backoff_initial = 50ms;
+  Informer informer(client, missing, "", recorder.handlers(), options);
+  std::jthread thread([&](std::stop_token stop) { informer.run(stop); });
+  ASSERT_TRUE(eventually([&] { return informer.not_served(); }));
+  EXPECT_EQ(informer.problem(),
+            "watch widgets: the API server does not serve widgets.nosuch.outbox.dev/v1 (404): its "
+            "CustomResourceDefinition is not installed");
+  EXPECT_FALSE(informer.has_synced());
+  EXPECT_TRUE(recorder.lines().empty());
+
+  Informer served(client, cms, e2e::make_namespace(client), recorder.handlers());
+  std::jthread served_thread([&](std::stop_token stop) { served.run(stop); });
+  ASSERT_TRUE(eventually([&] { return served.has_synced(); }));
+  EXPECT_EQ(served.problem(), "");
+  EXPECT_FALSE(served.not_served());
+}
+
 TEST(KubeWatchE2eTest, ServerEndingTheStreamResumesWithoutLosingEvents) {
   Client client = admin_client();
   std::string ns = e2e::make_namespace(client);
