@@ -77,6 +77,9 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
   // row of NULLs if a committed row of ours waits above that bound: the end of the
   // transaction holding it back sends no NOTIFY, so the relay must look again soon.
+  // Such rows are after every cursor (a cursor only passes rows below an earlier
+  // bound), and the bound alone starts the index scan at them; beside the cursor's
+  // row comparison, the scan would start at the cursor and step over the backlog.
   claim_sql_ =
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
@@ -93,8 +96,8 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, "
       "false, false FROM " +
       table.quoted() +
-      " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid >= "
-      "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) LIMIT 1)";
+      " e WHERE e.xid >= pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) "
+      "LIMIT 1)";
   // One plan whatever the statistics say: a bulk backlog inserted before autovacuum
   // has analyzed the new partition would otherwise be read with a bitmap scan and a
   // sort of every pending row per claim. These sessions run nothing that needs either.
