@@ -67,12 +67,15 @@ double drain_with_relay(const FloodParams& p, const TableName& table, const std:
   return secs;
 }
 
-// The table and, in log mode, its partitions (which hold the rows).
+// The tables holding the rows: the table itself, or in log mode its partitions.
+const char* const kRowTables =
+    "SELECT c.oid FROM pg_class c WHERE c.relkind = 'r' AND (c.oid = $1::regclass OR c.oid IN "
+    "(SELECT relid FROM pg_partition_tree($1)))";
+
 std::vector<std::string> tables_holding_rows(pqxx::transaction_base& tx, const TableName& table) {
   std::vector<std::string> out;
-  for (const auto& r : tx.exec_params("SELECT relid::regclass::text FROM pg_partition_tree($1) "
-                                      "WHERE isleaf",
-                                      table.quoted())) {
+  for (const auto& r : tx.exec_params(
+           std::string("SELECT oid::regclass::text FROM (") + kRowTables + ") t", table.quoted())) {
     out.push_back(r[0].as<std::string>());
   }
   return out;
@@ -83,8 +86,8 @@ long long analyze_count(const std::string& dsn, const TableName& table) {
   pqxx::connection conn(dsn);
   pqxx::nontransaction tx(conn);
   auto r = tx.exec_params(
-      "SELECT COALESCE(max(s.analyze_count + s.autoanalyze_count), 0) FROM pg_partition_tree($1) "
-      "t JOIN pg_stat_user_tables s ON s.relid = t.relid",
+      std::string("SELECT COALESCE(max(s.analyze_count + s.autoanalyze_count), 0) FROM (") +
+          kRowTables + ") t JOIN pg_stat_user_tables s ON s.relid = t.oid",
       table.quoted());
   return r[0][0].as<long long>();
 }

@@ -62,6 +62,7 @@ class LogClaims : public EventClaims {
   int shard_count_;
   LogCursor& cursor_;
   std::string claim_sql_;
+  std::string claim_statement_;  // claim_sql_'s prepared name
   bool behind_watermark_ = false;
 };
 
@@ -91,6 +92,7 @@ class LogStore : public EventStore {
   LogClaims claims_;
   WaitingList waiting_;
   std::string write_back_sql_;
+  std::string write_back_statement_;  // write_back_sql_'s prepared name
 };
 
 // The store and the claim for a table of either mode, as inspect_table found it
