@@ -18,6 +18,18 @@ void DatabaseOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--table", table, "outbox table, [schema.]name")
       ->envname("OUTBOX_TABLE")
       ->capture_default_str();
+  cmd.add_option("--column", columns,
+                 "role=column of a table adopted with migrate --adopt (repeatable; roles eventId, "
+                 "bizType, bizId, payload, createdAt, headers; unnamed roles keep Debezium's "
+                 "names: eventId=id bizType=aggregatetype bizId=aggregateid payload=payload). "
+                 "Other commands refuse a table adopted with other columns");
+}
+
+std::optional<ColumnMap> DatabaseOptions::column_map() const {
+  if (columns.empty()) {
+    return std::nullopt;
+  }
+  return ColumnMap::parse(columns);
 }
 
 std::string read_secret_file(const std::string& path) {

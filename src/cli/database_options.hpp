@@ -1,6 +1,10 @@
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "outbox/column_map.hpp"
 
 namespace CLI {
 class App;
@@ -15,8 +19,11 @@ struct DatabaseOptions {
   std::string dsn;
   std::string dsn_file;
   std::string table = "public.outbox_event";
+  std::vector<std::string> columns;  // role=column: the table is adopted with these
 
   void add_to(CLI::App& cmd);
+  // The --column entries as a map; nullopt when none is given.
+  std::optional<ColumnMap> column_map() const;
   // The DSN from --dsn or the file; throws std::invalid_argument if neither is given.
   std::string resolve_dsn() const;
 };

@@ -11,6 +11,7 @@
 #include "common/duration.hpp"
 #include "controller/job_status.hpp"
 #include "outbox/retention.hpp"
+#include "outbox/schema.hpp"
 #include "relay/compensator.hpp"
 #include "relay/status_reporter.hpp"
 
@@ -81,6 +82,7 @@ Action add_compensate_command(CLI::App& app) {
       relay::CompensationConfig c;
       c.dsn = o->db.resolve_dsn();
       c.table = o->db.table;
+      c.columns = o->db.column_map();
       c.kafka = o->publish.producer_config();
       c.publish = o->publish.policy();
       c.batch_size = o->batch_size;
@@ -147,6 +149,8 @@ Action add_cleanup_command(CLI::App& app) {
         c.archive = TableName::parse(o->archive_table, "--archive-table");
       }
       pqxx::connection conn(o->db.resolve_dsn());
+      // An adopted table: its copy.
+      table = inspect_table(conn, *table, o->db.column_map()).relay_table(*table);
       r = run_retention(conn, *table, c);
     } catch (const std::exception& e) {
       // Earlier batches stay committed; their count is lost with the exception (see compensate).

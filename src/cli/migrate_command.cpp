@@ -5,6 +5,7 @@
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "outbox/adopt.hpp"
 #include "outbox/schema.hpp"
 
 namespace outbox::cli {
@@ -14,6 +15,7 @@ Action add_migrate_command(CLI::App& app) {
   auto opts = std::make_shared<DatabaseOptions>();
   auto options = std::make_shared<MigrateOptions>();
   auto mode = std::make_shared<std::string>();
+  auto adopt_table = std::make_shared<bool>(false);
   opts->add_to(*cmd);
   cmd->add_option("--shards", options->shard_count,
                   "key-hash shards, fixed when the table is created")
@@ -28,13 +30,21 @@ Action add_migrate_command(CLI::App& app) {
                   "log mode: transaction ids per partition (retention drops whole partitions)")
       ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1'000'000'000}))
       ->capture_default_str();
-  return [opts, options, mode]() {
+  cmd->add_flag("--adopt", *adopt_table,
+                "the table is someone else's (a Debezium outbox table): leave it as it is, relay "
+                "it through <table>_relay, which a trigger fills (docs/adopt.md)");
+  return [opts, options, mode, adopt_table]() {
     TableName table = TableName::parse(opts->table);
     if (!mode->empty()) {
       options->mode = parse_mode(*mode);
     }
+    if (!opts->columns.empty() && !*adopt_table) {
+      throw std::invalid_argument("--column maps an adopted table's columns: add --adopt");
+    }
     pqxx::connection conn(opts->resolve_dsn());
-    MigrationResult r = migrate(conn, table, *options);
+    MigrationResult r =
+        *adopt_table ? adopt(conn, table, AdoptOptions{ColumnMap::parse(opts->columns), *options})
+                     : migrate(conn, table, *options);
     for (const auto& line : r.applied) {
       std::cout << line << "\n";
     }

@@ -62,7 +62,8 @@ Action add_inspect_command(CLI::App& app) {
   return [db, json, top]() {
     TableName table = TableName::parse(db->table);
     pqxx::connection conn(db->resolve_dsn());
-    inspect_table(conn, table);  // a missing table: "run migrate first", as the relay says
+    // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
+    table = inspect_table(conn, table, db->column_map()).relay_table(table);
     Inspection in = inspect(conn, table, *top);
     std::cout << (*json ? in.json() + "\n" : in.text());
     return 0;
@@ -82,7 +83,8 @@ Action add_change_command(CLI::App& app, const std::string& name, const std::str
     Selection s = o->resolved();
     TableName table = TableName::parse(o->db.table);
     pqxx::connection conn(o->db.resolve_dsn());
-    inspect_table(conn, table);  // a missing table: "run migrate first", as the relay says
+    // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
+    table = inspect_table(conn, table, o->db.column_map()).relay_table(table);
     std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
     return 0;
   };

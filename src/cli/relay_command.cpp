@@ -55,6 +55,7 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   relay::RelayConfig c;
   c.dsn = o.db.resolve_dsn();
   c.table = o.db.table;
+  c.columns = o.db.column_map();
   c.kafka = o.publish.producer_config();
   c.publish = o.publish.policy();
   c.batch_size = o.batch_size;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/duration.hpp"
+#include "outbox/column_map.hpp"
 #include "relay/defaults.hpp"
 
 namespace outbox::controller {
@@ -178,14 +179,37 @@ void add_kafka_credential_args(const Json& relay, std::vector<std::string>& args
   }
 }
 
+// --table, and for an adopted table (spec.database.columns) one --column per
+// role, defaults spelled out: every command then refuses a table adopted with
+// other columns than the resource says.
+std::vector<std::string> table_args(const Json& spec) {
+  std::vector<std::string> args = {
+      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event"))};
+  const auto columns = "/database/columns"_json_pointer;
+  if (!spec.contains(columns)) {
+    return args;
+  }
+  std::vector<std::string> entries;
+  for (const auto& [role, column] : spec.at(columns).items()) {
+    entries.push_back(role + "=" + column.get<std::string>());
+  }
+  try {
+    for (const auto& [role, column] : ColumnMap::parse(entries).entries()) {
+      args.push_back(flag("column", role + "=" + column));
+    }
+  } catch (const std::invalid_argument& e) {
+    throw InvalidSpec(std::string("spec.database.") + e.what());
+  }
+  return args;
+}
+
 // Flags shared by `relay` and `compensate`: the table, Kafka and the publishing rules.
 std::vector<std::string> publish_args(const Json& relay) {
   const Json& spec = relay.at("spec");
-  std::vector<std::string> args = {
-      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
-      flag("brokers", spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>()),
-      flag("topic", value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}")),
-  };
+  std::vector<std::string> args = table_args(spec);
+  args.push_back(
+      flag("brokers", spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>()));
+  args.push_back(flag("topic", value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}")));
   const Json routes = spec.value("/kafka/routes"_json_pointer, Json::array());
   for (const Json& route : routes) {
     args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
@@ -408,11 +432,13 @@ Json compensation_cron_job(const Json& relay, const RelayNames& names, const std
 
 Json retention_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
   const Json& spec = relay.at("spec");
-  std::vector<std::string> args = {
-      "cleanup",
-      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event")),
-      flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")),
-      "--batch-size=" + std::to_string(value_at<int>(spec, "/retention/batchSize", 1000))};
+  std::vector<std::string> args = {"cleanup"};
+  for (std::string& arg : table_args(spec)) {
+    args.push_back(std::move(arg));
+  }
+  args.push_back(flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")));
+  args.push_back("--batch-size=" +
+                 std::to_string(value_at<int>(spec, "/retention/batchSize", 1000)));
   std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
   if (!archive.empty()) {
     args.push_back(flag("archive-table", archive));

@@ -69,14 +69,15 @@ void LogCursor::advance(LogPosition end) {
 }
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
-                     LogCursor& cursor)
+                     LogCursor& cursor, bool headers)
     : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor) {
   const std::string retry = table.quoted_with_suffix("_retry");
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
-  auto columns = [](const std::string& a) {
+  auto columns = [headers](const std::string& a) {
     return a + ".id, " + a + ".event_id::text, " + a + ".biz_type, " + a + ".biz_id, " + a +
            ".payload::text, to_char(" + a +
-           ".created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ";
+           ".created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
+           (headers ? a + ".headers::text, " : std::string("NULL::text, "));
   };
   // From _retry, in (xid, id) order, every due pending event that no earlier pending
   // event of its key holds back: an attempted one (a retry) goes alone for its key and
@@ -103,7 +104,8 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
       "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
       "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
-      "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, "
+      "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, "
+      "NULL, "
       "false, false FROM " +
       table.quoted() +
       " e WHERE e.xid >= pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) "
@@ -145,7 +147,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   std::size_t heads = 0;
   behind_watermark_ = false;
   for (const auto& r : rows) {
-    heads += !r[0].is_null() && r[9].as<bool>() ? 1 : 0;
+    heads += !r[0].is_null() && r[10].as<bool>() ? 1 : 0;
     behind_watermark_ = behind_watermark_ || r[0].is_null();
   }
   // Every due head, and log rows up to the limit: those past it stay after the cursor.
@@ -158,14 +160,14 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
     if (r[0].is_null()) {
       continue;  // the watermark marker
     }
-    const bool parked = r[9].as<bool>();
+    const bool parked = r[10].as<bool>();
     if (!parked && log_kept++ == log_room) {
       break;  // log rows come in order: the rest stay after the cursor too
     }
     OutboxEvent e = read_event(r);
-    e.xid = r[8].as<std::uint64_t>();
+    e.xid = r[9].as<std::uint64_t>();
     e.parked = parked;
-    e.held = r[10].as<bool>();
+    e.held = r[11].as<bool>();
     if (!parked) {
       end = {e.xid, e.id};
     }
@@ -178,12 +180,12 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
 }
 
 LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
-                   std::int64_t partition_xids, LogCursor& cursor)
+                   std::int64_t partition_xids, LogCursor& cursor, bool headers)
     : conn_(conn),
       table_(std::move(table)),
       partition_xids_(partition_xids),
       cursor_(cursor),
-      claims_(conn, table_, shard_count, cursor),
+      claims_(conn, table_, shard_count, cursor, headers),
       waiting_(conn, table_) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
@@ -198,10 +200,12 @@ LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
       "copied AS (INSERT INTO " +
       retry +
       " (id, xid, event_id, biz_type, biz_id, payload, created_at, shard, status, retry_count, "
-      "next_retry_time, last_error) SELECT e.id, e.xid, e.event_id, e.biz_type, e.biz_id, "
-      "e.payload, e.created_at, e.shard, " +
+      "next_retry_time, last_error" +
+      std::string(headers ? ", headers" : "") +
+      ") SELECT e.id, e.xid, e.event_id, e.biz_type, e.biz_id, e.payload, e.created_at, e.shard, " +
       status + ", CASE WHEN v.verdict = " + std::to_string(kPark) + " THEN 0 ELSE 1 END, " +
-      next_try + ", NULLIF(v.error, '') FROM v JOIN " + table_.quoted() +
+      next_try + ", NULLIF(v.error, '')" + (headers ? ", e.headers" : "") + " FROM v JOIN " +
+      table_.quoted() +
       " e ON e.xid = v.xid AND e.id = v.id WHERE v.parked = 0 ON CONFLICT (id) DO NOTHING), "
       "sent AS (DELETE FROM " +
       retry + " r USING v WHERE v.parked = 1 AND v.verdict = " + std::to_string(kDelivered) +
@@ -328,17 +332,18 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor) {
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor);
+    return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor,
+                                      info.headers);
   }
-  return std::make_unique<OutboxStore>(conn, table);
+  return std::make_unique<OutboxStore>(conn, table, info.headers);
 }
 
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
                                          const TableInfo& info, LogCursor& cursor) {
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor);
+    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor, info.headers);
   }
-  return std::make_unique<ClaimQueries>(conn, table);
+  return std::make_unique<ClaimQueries>(conn, table, info.headers);
 }
 
 }  // namespace outbox

@@ -51,7 +51,9 @@ class LogCursor {
 class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
-  LogClaims(pqxx::connection& conn, const TableName& table, int shard_count, LogCursor& cursor);
+  // `headers`: the table has the headers column (version 4); without it events carry none.
+  LogClaims(pqxx::connection& conn, const TableName& table, int shard_count, LogCursor& cursor,
+            bool headers = true);
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -72,7 +74,7 @@ class LogClaims : public EventClaims {
 class LogStore : public EventStore {
  public:
   LogStore(pqxx::connection& conn, TableName table, int shard_count, std::int64_t partition_xids,
-           LogCursor& cursor);
+           LogCursor& cursor, bool headers = true);
 
   LogClaims& claims() override { return claims_; }
   void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,

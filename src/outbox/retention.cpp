@@ -55,6 +55,9 @@ RetentionReport run_retention(pqxx::connection& conn, const TableName& table,
     // A plain copy of the columns (LIKE without GENERATED makes shard an ordinary column).
     session.exec("CREATE TABLE IF NOT EXISTS " + config.archive->quoted() + " (LIKE " +
                  table.quoted() + ")");
+    // An archive made before version 4 lacks the headers column that rows now have.
+    session.exec("ALTER TABLE " + config.archive->quoted() +
+                 " ADD COLUMN IF NOT EXISTS headers jsonb");
   }
   const std::string doomed =
       "SELECT id FROM " + table.quoted() + " WHERE status = " + sql(EventStatus::kSent) +

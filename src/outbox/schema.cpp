@@ -1,5 +1,6 @@
 #include "outbox/schema.hpp"
 
+#include "outbox/adopt.hpp"
 #include "outbox/log_partitions.hpp"
 
 #include <algorithm>
@@ -13,13 +14,10 @@ const std::vector<std::string> kRequiredColumns = {
     "retry_count", "next_retry_time", "last_error", "created_at", "updated_at", "sent_at",
     "shard"};
 
-// The same for a log-mode table, which has no status columns.
+// The same for a log-mode table, which has no status columns. (Both may lack
+// "headers", added by version 4: the relay then sends no headers of the row's own.)
 const std::vector<std::string> kLogColumns = {"id",      "event_id",   "biz_type", "biz_id",
                                               "payload", "created_at", "xid",      "shard"};
-
-std::string meta_table(const TableName& t) {
-  return "\"" + t.schema() + "\".\"outbox_meta\"";
-}
 
 // Key-hash shard: all events of one biz_id share a shard, so the replica that
 // owns the shard alone publishes that key, in order.
@@ -116,6 +114,23 @@ std::vector<std::string> version_2(const TableName& t) {
   };
 }
 
+// Version 4: an optional "headers" object per event, copied into Kafka headers
+// (a service's W3C traceparent reaches its consumers), and an enqueue overload
+// that takes it. ADD COLUMN without a default changes the catalog only; it takes
+// an ACCESS EXCLUSIVE lock for that moment.
+std::vector<std::string> version_4(const TableName& t) {
+  const std::string q = t.quoted();
+  return {
+      "ALTER TABLE " + q + " ADD COLUMN IF NOT EXISTS headers jsonb",
+      "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_enqueue") +
+          "(p_biz_type text, p_biz_id text, p_payload jsonb, p_headers jsonb) RETURNS uuid "
+          "LANGUAGE sql AS $f$ INSERT INTO " +
+          q +
+          " (biz_type, biz_id, payload, headers) VALUES (p_biz_type, p_biz_id, p_payload, "
+          "p_headers) RETURNING event_id $f$",
+  };
+}
+
 // Log mode (schema version 3, created whole): the outbox is insert-only and
 // partitioned by the inserting transaction's id, which the relay reads below the
 // oldest running transaction (pg_snapshot_xmin), in (xid, id) order, so a row
@@ -132,6 +147,7 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           "biz_id text NOT NULL,"
           "payload jsonb NOT NULL,"
           "created_at timestamptz NOT NULL DEFAULT now(),"
+          "headers jsonb,"
           // The top-level transaction: every row of one transaction shares it.
           "xid xid8 NOT NULL DEFAULT pg_current_xact_id(),"
           "shard integer " +
@@ -152,7 +168,7 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           "NULL, biz_id text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL, "
           "shard integer NOT NULL, status smallint NOT NULL, retry_count integer NOT NULL, "
           "next_retry_time timestamptz NOT NULL, last_error text, updated_at timestamptz NOT "
-          "NULL DEFAULT now())");
+          "NULL DEFAULT now(), headers jsonb)");
   tx.exec("CREATE INDEX \"" + t.table() + "_retry_pending\" ON " + t.quoted_with_suffix("_retry") +
           " (biz_id, xid, id) WHERE status = " + pending);
   // Each event as status mode would show it: for on-call queries and tests.
@@ -172,10 +188,17 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   for (const auto& stmt : trigger_and_enqueue(t)) {
     tx.exec(stmt);
   }
+  for (const auto& stmt : version_4(t)) {
+    tx.exec(stmt);
+  }
   ensure_log_partitions(tx, t, partition_xids);
 }
 
 }  // namespace
+
+std::string outbox_meta(const TableName& t) {
+  return "\"" + t.schema() + "\".\"outbox_meta\"";
+}
 
 std::string mode_name(TableMode mode) {
   return mode == TableMode::kLog ? "log" : "status";
@@ -198,24 +221,29 @@ struct MetaRow {
   int shard_count = 0;
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;
+  bool adopted = false;  // a table the relay did not create, relayed through <table>_relay
 };
 
-// The meta table, with the columns of every version (v3 added mode and partition_xids).
+// The meta table, with the columns of every version (v3 added mode and partition_xids,
+// v4 adopted_into and columns).
 std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& table) {
-  tx.exec("CREATE TABLE IF NOT EXISTS " + meta_table(table) +
+  tx.exec("CREATE TABLE IF NOT EXISTS " + outbox_meta(table) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, shard_count integer NOT "
           "NULL, updated_at timestamptz NOT NULL DEFAULT now())");
-  tx.exec("ALTER TABLE " + meta_table(table) +
+  tx.exec("ALTER TABLE " + outbox_meta(table) +
           " ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'status', ADD COLUMN IF NOT "
-          "EXISTS partition_xids bigint");
-  auto row = tx.exec_params("SELECT version, shard_count, mode, COALESCE(partition_xids, 0) FROM " +
-                                meta_table(table) + " WHERE table_name = $1",
-                            table.table());
+          "EXISTS partition_xids bigint, ADD COLUMN IF NOT EXISTS adopted_into text, ADD COLUMN "
+          "IF NOT EXISTS columns jsonb");
+  auto row = tx.exec_params(
+      "SELECT version, shard_count, mode, COALESCE(partition_xids, 0), "
+      "adopted_into IS NOT NULL FROM " +
+          outbox_meta(table) + " WHERE table_name = $1",
+      table.table());
   if (row.empty()) {
     return std::nullopt;
   }
   return MetaRow{row[0][0].as<int>(), row[0][1].as<int>(), parse_mode(row[0][2].as<std::string>()),
-                 row[0][3].as<std::int64_t>()};
+                 row[0][3].as<std::int64_t>(), row[0][4].as<bool>()};
 }
 
 void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, int shard_count,
@@ -227,7 +255,7 @@ void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, in
     for (const auto& stmt : trigger_and_enqueue(table)) {
       tx.exec(stmt);
     }
-    tx.exec_params("INSERT INTO " + meta_table(table) +
+    tx.exec_params("INSERT INTO " + outbox_meta(table) +
                        " (table_name, version, shard_count) VALUES ($1, 1, $2)",
                    table.table(), shard_count);
     result.applied.push_back("v1: created " + table.plain() + ", its indexes, trigger and " +
@@ -242,6 +270,28 @@ void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, in
   }
   if (from_version < 3 && from_version > 0) {
     result.applied.push_back("v3: outbox_meta records the table's mode (status)");
+  }
+  if (from_version < 4) {
+    for (const auto& stmt : version_4(table)) {
+      tx.exec(stmt);
+    }
+    if (from_version > 0) {
+      result.applied.push_back("v4: a headers column copied into Kafka headers");
+    }
+  }
+}
+
+// A log-mode table of version 3 gains the headers column (on the parent, so every
+// partition has it) and so does its _retry table.
+void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int from_version,
+                       MigrationResult& result) {
+  if (from_version < 4) {
+    for (const auto& stmt : version_4(table)) {
+      tx.exec(stmt);
+    }
+    tx.exec("ALTER TABLE " + table.quoted_with_suffix("_retry") +
+            " ADD COLUMN IF NOT EXISTS headers jsonb");
+    result.applied.push_back("v4: a headers column copied into Kafka headers");
   }
 }
 
@@ -261,6 +311,10 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   MigrationResult result;
   const std::optional<MetaRow> meta = read_meta(tx, table);
   TableMode mode = options.mode.value_or(TableMode::kStatus);
+  if (meta && meta->adopted) {
+    throw SchemaError("table " + table.plain() + " is adopted (relayed through " + table.table() +
+                      "_relay): migrate it with --adopt and its columns");
+  }
   if (meta) {
     result.from_version = meta->version;
     if (options.mode && *options.mode != meta->mode) {
@@ -281,9 +335,11 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   }
   if (mode == TableMode::kStatus) {
     upgrade_status_table(tx, table, options.shard_count, result.from_version, result);
-  } else if (!meta) {
+  } else if (meta) {
+    upgrade_log_table(tx, table, result.from_version, result);
+  } else {
     create_log_table(tx, table, options.shard_count, options.partition_xids);
-    tx.exec_params("INSERT INTO " + meta_table(table) +
+    tx.exec_params("INSERT INTO " + outbox_meta(table) +
                        " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
                        "$2, $3, 'log', $4)",
                    table.table(), kSchemaVersion, options.shard_count, options.partition_xids);
@@ -292,9 +348,9 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                              table.table() + "_retry, the " + table.table() +
                              "_status view, trigger and " + table.table() + "_enqueue()");
   }
-  tx.exec_params(
-      "UPDATE " + meta_table(table) + " SET version = $2, updated_at = now() WHERE table_name = $1",
-      table.table(), kSchemaVersion);
+  tx.exec_params("UPDATE " + outbox_meta(table) +
+                     " SET version = $2, updated_at = now() WHERE table_name = $1",
+                 table.table(), kSchemaVersion);
   tx.commit();
   result.to_version = kSchemaVersion;
   return result;
@@ -322,43 +378,124 @@ void require_columns(const TableName& table, const pqxx::result& columns,
 
 }  // namespace
 
-TableInfo inspect_table(pqxx::connection& conn, const TableName& table) {
-  pqxx::nontransaction tx(conn);
-  auto cols = tx.exec_params(
-      "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND "
-      "table_name = $2",
-      table.schema(), table.table());
-  if (cols.empty()) {
-    throw SchemaError("table " + table.plain() +
-                      " does not exist: run `outbox-operator migrate --table " + table.plain() +
-                      "` first");
-  }
-  // to_jsonb: a version-2 meta table has no mode column yet, and needs none.
-  auto meta = tx.exec_params(
+namespace {
+
+TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table);
+
+// What outbox_meta says of one table, read without a transaction of its own.
+// to_jsonb: an older meta table lacks the later columns, and needs none.
+pqxx::result meta_row(pqxx::transaction_base& tx, const TableName& table) {
+  return tx.exec_params(
       "SELECT (m->>'version')::int, (m->>'shard_count')::int, COALESCE(m->>'mode', 'status'), "
-      "COALESCE((m->>'partition_xids')::bigint, 0) FROM (SELECT to_jsonb(t) AS m FROM " +
-          meta_table(table) + " t WHERE table_name = $1) s",
+      "COALESCE((m->>'partition_xids')::bigint, 0), m->>'adopted_into', (SELECT "
+      "string_agg(key || '=' || value, ',') FROM jsonb_each_text(COALESCE(NULLIF(m->'columns', "
+      "'null'), '{}'))) FROM (SELECT to_jsonb(t) AS m FROM " +
+          outbox_meta(table) + " t WHERE table_name = $1) s",
       table.table());
-  if (meta.empty()) {
-    require_columns(table, cols, kRequiredColumns);  // a hand-made table: say what it lacks
-    throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
-                      ".outbox_meta: run `outbox-operator migrate`");
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(',', start);
+    end = end == std::string::npos ? text.size() : end;
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
   }
-  TableInfo info;
-  info.version = meta[0][0].as<int>();
-  info.shard_count = meta[0][1].as<int>();
-  info.mode = parse_mode(meta[0][2].as<std::string>());
-  info.partition_xids = meta[0][3].as<std::int64_t>();
-  // Status mode works from version 2 on (version 3 only records the mode).
-  const int needed = info.mode == TableMode::kLog ? 3 : 2;
-  if (info.version < needed || info.version > kSchemaVersion) {
-    throw SchemaError("table " + table.plain() + " is at schema version " +
-                      std::to_string(info.version) + ", this binary needs " +
-                      std::to_string(needed) + " to " + std::to_string(kSchemaVersion) +
-                      ": run `outbox-operator migrate`");
+  return out;
+}
+
+// The adopted table, its columns as adopted: checked, then the relay's own table inspected.
+TableInfo inspect_adopted(pqxx::connection& conn, const TableName& table, const pqxx::row& meta) {
+  const ColumnMap columns = ColumnMap::parse(split_commas(meta[5].as<std::string>("")));
+  {
+    pqxx::nontransaction tx(conn);
+    check_adopted(tx, table, columns);
   }
-  require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
+  const TableName relay = TableName::parse(table.schema() + "." + meta[4].as<std::string>());
+  TableInfo info = inspect_table(conn, relay);
+  info.adopted_into = relay;
+  info.columns = columns;
   return info;
 }
+
+}  // namespace
+
+TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
+                        const std::optional<ColumnMap>& expected) {
+  TableInfo info = inspect_unchecked(conn, table);
+  if (!expected) {
+    return info;
+  }
+  const std::string adopt = "`outbox-operator migrate --table " + table.plain() + " --adopt`";
+  if (!info.columns) {
+    throw SchemaError("columns are set but table " + table.plain() + " is not adopted: run " +
+                      adopt + " with them, or set none for a table made by migrate");
+  }
+  if (*info.columns != *expected) {
+    throw SchemaError("columns are " + expected->describe() + " but table " + table.plain() +
+                      " was adopted as " + info.columns->describe() + ": run " + adopt +
+                      " with the new columns");
+  }
+  return info;
+}
+
+namespace {
+
+TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
+  std::optional<pqxx::row> adopted;
+  TableInfo info;
+  {
+    pqxx::nontransaction tx(conn);
+    auto cols = tx.exec_params(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND "
+        "table_name = $2",
+        table.schema(), table.table());
+    if (cols.empty()) {
+      throw SchemaError("table " + table.plain() +
+                        " does not exist: run `outbox-operator migrate --table " + table.plain() +
+                        "` first");
+    }
+    auto meta =
+        tx.exec_params(
+              "SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = "
+              "'outbox_meta'",
+              table.schema())
+                .empty()
+            ? pqxx::result{}
+            : meta_row(tx, table);
+    if (meta.empty()) {
+      require_columns(table, cols, kRequiredColumns);  // a hand-made table: say what it lacks
+      throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
+                        ".outbox_meta: run `outbox-operator migrate` (or, for a table the relay "
+                        "did not create, `migrate --adopt`)");
+    }
+    if (!meta[0][4].is_null()) {
+      adopted = meta[0];
+    } else {
+      info.version = meta[0][0].as<int>();
+      info.shard_count = meta[0][1].as<int>();
+      info.mode = parse_mode(meta[0][2].as<std::string>());
+      info.partition_xids = meta[0][3].as<std::int64_t>();
+      // Status mode works from version 2 on (version 3 only records the mode, and
+      // version 4 adds the optional headers column).
+      const int needed = info.mode == TableMode::kLog ? 3 : 2;
+      if (info.version < needed || info.version > kSchemaVersion) {
+        throw SchemaError("table " + table.plain() + " is at schema version " +
+                          std::to_string(info.version) + ", this binary needs " +
+                          std::to_string(needed) + " to " + std::to_string(kSchemaVersion) +
+                          ": run `outbox-operator migrate`");
+      }
+      require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
+      for (const auto& r : cols) {
+        info.headers = info.headers || r[0].as<std::string>() == "headers";
+      }
+    }
+  }
+  return adopted ? inspect_adopted(conn, table, *adopted) : info;
+}
+
+}  // namespace
 
 }  // namespace outbox

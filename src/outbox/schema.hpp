@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/column_map.hpp"
 #include "outbox/event_status.hpp"
 #include "outbox/table.hpp"
 
@@ -62,8 +63,24 @@ struct TableInfo {
   int shard_count = 0;
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;  // log mode: transaction ids per partition
+  bool headers = false;             // has the headers column (version 4)
+  // An adopted table (migrate --adopt): the relay reads its copy, <table>_relay,
+  // which the facts above describe; `columns` as the table was adopted.
+  std::optional<TableName> adopted_into;
+  std::optional<ColumnMap> columns;
+
+  // The table the relay reads when asked for `asked`.
+  const TableName& relay_table(const TableName& asked) const {
+    return adopted_into ? *adopted_into : asked;
+  }
 };
-TableInfo inspect_table(pqxx::connection& conn, const TableName& table);
+// `expected`: the caller was told the table is adopted with these columns
+// (--column, spec.database.columns); another adoption, or none, is a SchemaError.
+TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
+                        const std::optional<ColumnMap>& expected = std::nullopt);
+
+// "<schema>"."outbox_meta": the schema version, mode and shards of each table in it.
+std::string outbox_meta(const TableName& table);
 
 class SchemaError : public std::runtime_error {
  public:
@@ -71,6 +88,6 @@ class SchemaError : public std::runtime_error {
 };
 
 // The schema version this binary writes and expects.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 }  // namespace outbox

@@ -20,7 +20,8 @@ void splice(std::string& sql, const std::string& param, const std::string& value
 }
 }  // namespace
 
-ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table) : conn_(conn) {
+ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table, bool headers)
+    : conn_(conn) {
   const std::string q = table.quoted();
   // blocked: the earliest retrying event of each key, due or not; computed once
   // per claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
@@ -34,9 +35,9 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table) : con
                " WHERE status = " + kPending +
                " AND retry_count > 0 GROUP BY biz_id) "
                "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
-               "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
-               "e.retry_count, e.shard FROM " +
-               q + " e WHERE e.status = " + kPending +
+               "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
+               std::string(headers ? "e.headers::text" : "NULL::text") +
+               ", e.retry_count, e.shard FROM " + q + " e WHERE e.status = " + kPending +
                " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
                "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
                "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
@@ -61,8 +62,11 @@ void WaitingList::forget_dead() {
   tx.exec(forget_sql_);
 }
 
-OutboxStore::OutboxStore(pqxx::connection& conn, TableName table)
-    : conn_(conn), table_(std::move(table)), claims_(conn, table_), waiting_(conn, table_) {
+OutboxStore::OutboxStore(pqxx::connection& conn, TableName table, bool headers)
+    : conn_(conn),
+      table_(std::move(table)),
+      claims_(conn, table_, headers),
+      waiting_(conn, table_) {
   const std::string q = table_.quoted();
   mark_sql_ = "UPDATE " + q + " SET status = " + kSent +
               ", sent_at = now(), updated_at = now(), last_error = NULL "
@@ -122,8 +126,9 @@ OutboxEvent read_event(const pqxx::row& r) {
   e.biz_id = r[3].as<std::string>();
   e.payload = r[4].as<std::string>();
   e.created_at = r[5].as<std::string>();
-  e.retry_count = r[6].as<int>();
-  e.shard = r[7].as<int>();
+  e.headers = r[6].as<std::string>("");
+  e.retry_count = r[7].as<int>();
+  e.shard = r[8].as<int>();
   return e;
 }
 

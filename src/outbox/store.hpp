@@ -19,6 +19,7 @@ struct OutboxEvent {
   std::string biz_id;
   std::string payload;
   std::string created_at;  // RFC 3339, database clock
+  std::string headers;     // the row's headers column as JSON text; empty when NULL
   int retry_count = 0;
   int shard = 0;
   // Log mode only: the inserting transaction's id; whether the event came from
@@ -103,8 +104,8 @@ class EventStore {
   virtual TableHealth health() = 0;
 };
 
-// An event from a claim's first eight columns: id, event_id, biz_type, biz_id,
-// payload, created_at (RFC 3339), retry_count, shard (both modes select them so).
+// An event from a claim's first nine columns: id, event_id, biz_type, biz_id,
+// payload, created_at (RFC 3339), headers, retry_count, shard (both modes select them so).
 OutboxEvent read_event(const pqxx::row& r);
 
 // The "<table>_waiting" entries of one session (the same in both modes).
@@ -127,7 +128,8 @@ TableHealth table_health(pqxx::connection& conn, const TableName& table, bool pa
 // The status-mode claim, and nothing else.
 class ClaimQueries : public EventClaims {
  public:
-  ClaimQueries(pqxx::connection& conn, const TableName& table);
+  // `headers`: the table has the headers column (version 4); without it events carry none.
+  ClaimQueries(pqxx::connection& conn, const TableName& table, bool headers = true);
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
   // event whose key has an earlier pending event that already failed once, due
@@ -149,7 +151,7 @@ class ClaimQueries : public EventClaims {
 // proves the shards were still owned (the fencing check).
 class OutboxStore : public EventStore {
  public:
-  OutboxStore(pqxx::connection& conn, TableName table);
+  OutboxStore(pqxx::connection& conn, TableName table, bool headers = true);
 
   // The claim on this session (ClaimQueries::claim_batch).
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,

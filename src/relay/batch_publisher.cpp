@@ -6,8 +6,38 @@
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 namespace outbox::relay {
+namespace {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// The relay's own headers, then the row's headers column (a JSON object; string
+// values verbatim, others as their JSON text), except names the relay sets.
+// Returns a problem, and no headers, when the column holds something else.
+std::string message_headers(const OutboxEvent& e, Headers& out) {
+  out = {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}};
+  if (e.headers.empty()) {
+    return {};
+  }
+  const auto row = nlohmann::json::parse(e.headers, nullptr, false);
+  if (row.is_null()) {
+    return {};
+  }
+  if (!row.is_object()) {
+    return "headers: the column holds " + std::string(row.type_name()) +
+           ", not a JSON object of header names to values";
+  }
+  for (const auto& [name, value] : row.items()) {
+    if (name != "event_id" && name != "biz_type" && name != "created_at") {
+      out.emplace_back(name, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 BatchOutcome BatchPublisher::publish(EventStore& store, const std::vector<OutboxEvent>& batch) {
   send(batch);
@@ -34,9 +64,12 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch,
       continue;
     }
     std::string topic = policy_.router.topic_for(e.biz_type);
-    if (std::string problem = kafka::topic_name_problem(topic); !problem.empty()) {
-      // A route that can never work: poison, isolated rather than blocking its key.
-      unroutable_.push_back({e.id, true, {}, "routing: " + problem});
+    Headers headers;
+    std::string problem = kafka::topic_name_problem(topic);
+    problem = problem.empty() ? message_headers(e, headers) : "routing: " + problem;
+    if (!problem.empty()) {
+      // A route or headers that can never work: poison, isolated rather than blocking its key.
+      unroutable_.push_back({e.id, true, {}, problem});
       batch_.push_back(std::move(e));
       continue;
     }
@@ -45,11 +78,7 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch,
       kept_back_.push_back(std::move(e));
       continue;
     }
-    messages.push_back(
-        {std::move(topic),
-         e.biz_id,
-         e.payload,
-         {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}}});
+    messages.push_back({std::move(topic), e.biz_id, e.payload, std::move(headers)});
     produced_.push_back(batch_.size());
     batch_.push_back(std::move(e));
   }

@@ -12,9 +12,9 @@ namespace outbox::relay {
 CompensationReport compensate(const CompensationConfig& config) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + config.time_budget;
-  TableName table = TableName::parse(config.table);
   pqxx::connection conn(config.dsn);
-  TableInfo info = inspect_table(conn, table);
+  const TableInfo info = inspect_table(conn, TableName::parse(config.table), config.columns);
+  const TableName table = info.relay_table(TableName::parse(config.table));
   kafka::BatchProducer producer(config.kafka);
   BatchPublisher publisher(producer, config.publish);
   LogCursor cursor;

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "kafka/producer.hpp"
+#include "outbox/column_map.hpp"
 #include "outbox/store.hpp"
 #include "relay/batch_publisher.hpp"
 
@@ -12,6 +14,7 @@ namespace outbox::relay {
 struct CompensationConfig {
   std::string dsn;  // a secret
   std::string table = "public.outbox_event";
+  std::optional<ColumnMap> columns;  // set: the table is adopted with these (see RelayConfig)
   kafka::ProducerConfig kafka;
   PublishPolicy publish;
   int batch_size = 200;

@@ -25,6 +25,8 @@ namespace outbox::relay {
 struct RelayConfig {
   std::string dsn;  // a secret: never logged unredacted
   std::string table = "public.outbox_event";
+  // Set: the table is adopted (migrate --adopt) and must have been adopted with these.
+  std::optional<ColumnMap> columns;
   kafka::ProducerConfig kafka;
   PublishPolicy publish;  // routes, attempts, backoff, mark or delete
   int batch_size = defaults::kBatchSize;

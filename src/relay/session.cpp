@@ -4,14 +4,16 @@
 
 namespace outbox::relay {
 
-Session::Session(const std::string& dsn, const TableName& table)
+Session::Session(const std::string& dsn, const TableName& table,
+                 const std::optional<ColumnMap>& columns)
     : lock_conn_(dsn),
-      info_(inspect_table(lock_conn_, table)),
-      shards_(lock_conn_, table, info_.shard_count),
-      store_(open_store(lock_conn_, table, info_, cursor_)),
+      info_(inspect_table(lock_conn_, table, columns)),
+      table_(info_.relay_table(table)),
+      shards_(lock_conn_, table_, info_.shard_count),
+      store_(open_store(lock_conn_, table_, info_, cursor_)),
       claim_conn_(dsn),
-      claims_(open_claims(claim_conn_, table, info_, cursor_)),
-      wake_(lock_conn_, table.notify_channel()) {
+      claims_(open_claims(claim_conn_, table_, info_, cursor_)),
+      wake_(lock_conn_, table_.notify_channel()) {
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it.
   store_->forget_dead_waiters();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -31,8 +32,11 @@ class Session {
  public:
   // Connects both sessions, checks the table, clears the waiting entries a killed
   // relay left, then joins the replicas. Throws pqxx::broken_connection,
-  // SchemaError (no table, missing columns) or pqxx::sql_error.
-  Session(const std::string& dsn, const TableName& table);
+  // SchemaError (no table, missing columns, a table adopted with other columns
+  // than `columns` says) or pqxx::sql_error. `table` may be an adopted table: the
+  // session then works on its copy, <table>_relay.
+  Session(const std::string& dsn, const TableName& table,
+          const std::optional<ColumnMap>& columns = std::nullopt);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -65,6 +69,7 @@ class Session {
   // Declared in the order of connecting; destroyed in reverse, the lock session last.
   pqxx::connection lock_conn_;
   TableInfo info_;
+  TableName table_;  // the table the relay reads
   ShardOwnership shards_;
   LogCursor cursor_;  // log mode: how far the claims have read, shared by both sessions
   std::unique_ptr<EventStore> store_;

@@ -1,6 +1,8 @@
 // Rendering (relay_resources): spec -> owned objects, pure.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 
 #include "controller/relay_resources.hpp"
@@ -152,6 +154,41 @@ TEST(RenderRelay, StrimziScramUserGivesMechanismUserAndPasswordFile) {
 TEST(RenderRelay, MetricsServiceIsHeadless) {
   RenderedRelay r = render_relay(relay(), RenderOptions{"img:1", ""});
   EXPECT_EQ(find(r, "Service", "orders-metrics")->at("/spec/clusterIP"_json_pointer), "None");
+}
+
+// spec.database.columns reaches the relay and both jobs as one --column per role,
+// Debezium's defaults spelled out, so each refuses a table adopted otherwise; no
+// columns, no --column (a table made by migrate).
+TEST(RenderRelay, ColumnsReachTheRelayAndBothJobs) {
+  RenderOptions opts{"img:1", ""};
+  RenderedRelay r = render_relay(
+      relay({{"database",
+              {{"dsnSecretRef", {{"name", "db"}, {"key", "dsn"}}},
+               {"table", "public.outbox"},
+               {"columns", {{"bizId", "order_id"}, {"headers", "tracingspancontext"}}}}}}),
+      opts);
+  const std::vector<std::string> expected = {
+      "--column=eventId=id", "--column=bizType=aggregatetype", "--column=bizId=order_id",
+      "--column=payload=payload", "--column=headers=tracingspancontext"};
+  for (const auto& [kind, name, pointer] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"Deployment", "orders-relay", "/spec/template/spec/containers/0/args"},
+           {"CronJob", "orders-compensate",
+            "/spec/jobTemplate/spec/template/spec/containers/0/args"},
+           {"CronJob", "orders-cleanup",
+            "/spec/jobTemplate/spec/template/spec/containers/0/args"}}) {
+    const Json args = find(r, kind, name)->at(Json::json_pointer(pointer));
+    std::vector<std::string> columns;
+    for (const auto& a : args) {
+      if (a.get<std::string>().rfind("--column=", 0) == 0) {
+        columns.push_back(a.get<std::string>());
+      }
+    }
+    EXPECT_EQ(columns, expected) << name << ": " << args.dump();
+  }
+  const Json plain = find(render_relay(relay(), opts), "Deployment", "orders-relay")
+                         ->at("/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_EQ(plain.dump().find("--column"), std::string::npos) << plain.dump();
 }
 
 // Kubernetes expands $(VAR) in args from the container's environment, which holds

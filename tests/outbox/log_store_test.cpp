@@ -112,6 +112,27 @@ TEST(LogSchema, MigrateMakesAPartitionedTableWithProgressRetryAndAStatusView) {
   }
 }
 
+// A version 3 log table (no headers) passes inspection, and migrate adds the column to
+// the partitioned table and to _retry.
+TEST(LogSchema, AVersion3TableNeedsNoHeadersAndMigrateAddsThem) {
+  LogTable t;
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec(
+      "ALTER TABLE " + t.table.quoted() + " DROP COLUMN headers; ALTER TABLE " +
+      t.table.quoted_with_suffix("_retry") + " DROP COLUMN headers; UPDATE " +
+      outbox_meta(t.table) + " SET version = 3 WHERE table_name = '" + t.table.table() + "'");
+  EXPECT_FALSE(inspect_table(conn, t.table).headers);
+  MigrationResult r = migrate(conn, t.table, MigrateOptions{kShards, TableMode::kLog, 100'000});
+  ASSERT_EQ(r.applied.size(), 1u);
+  EXPECT_NE(r.applied[0].find("v4"), std::string::npos);
+  EXPECT_TRUE(inspect_table(conn, t.table).headers);
+  auto retry_has = pqxx::nontransaction(conn).exec_params(
+      "SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = "
+      "$2 AND column_name = 'headers'",
+      t.table.schema(), t.table.table() + "_retry");
+  EXPECT_EQ(retry_has[0][0].as<int>(), 1);
+}
+
 TEST(LogClaims, ARowThatCommitsLateWithALowerIdIsReadAfterItCommitsNeverSkipped) {
   LogTable t;
   Reader reader(t);

@@ -100,6 +100,7 @@ TEST(Schema, MigrateUpgradesAVersion1Table) {
     // Put the table back to what version 1 left: no waiting table, version 1.
     pqxx::work tx(conn);
     tx.exec("DROP TABLE " + t.table.quoted_with_suffix("_waiting"));
+    tx.exec("ALTER TABLE " + t.table.quoted() + " DROP COLUMN headers");
     tx.exec_params(
         "UPDATE \"" + t.table.schema() + "\".outbox_meta SET version = 1 WHERE table_name = $1",
         t.table.table());
@@ -109,23 +110,32 @@ TEST(Schema, MigrateUpgradesAVersion1Table) {
   MigrationResult r = migrate(conn, t.table, 16);
   EXPECT_EQ(r.from_version, 1);
   EXPECT_EQ(r.to_version, kSchemaVersion);
-  ASSERT_EQ(r.applied.size(), 2u);
+  ASSERT_EQ(r.applied.size(), 3u);
   EXPECT_NE(r.applied[0].find("v2"), std::string::npos);
   EXPECT_NE(r.applied[1].find("v3"), std::string::npos);
+  EXPECT_NE(r.applied[2].find("v4"), std::string::npos);
   EXPECT_EQ(inspect_table(conn, t.table).version, kSchemaVersion);
+  EXPECT_TRUE(inspect_table(conn, t.table).headers);
   EXPECT_EQ(inspect_table(conn, t.table).mode, TableMode::kStatus);
   OutboxStore(conn, t.table).set_waiting(true);  // the waiting table is back
 }
 
-TEST(Schema, AStatusTableAtVersion2NeedsNoMigrationToRun) {
+TEST(Schema, AStatusTableAtVersion2WithoutHeadersNeedsNoMigrationToRun) {
   OutboxTestTable t;
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction(conn).exec_params(
       "UPDATE \"" + t.table.schema() + "\".outbox_meta SET version = 2 WHERE table_name = $1",
       t.table.table());
+  pqxx::nontransaction(conn).exec("ALTER TABLE " + t.table.quoted() + " DROP COLUMN headers");
   TableInfo info = inspect_table(conn, t.table);  // version 3 only records the mode
   EXPECT_EQ(info.version, 2);
   EXPECT_EQ(info.mode, TableMode::kStatus);
+  EXPECT_FALSE(info.headers) << "version 4's column is optional";
+  t.insert(1, 1);
+  ClaimQueries claims(conn, t.table, info.headers);
+  auto batch = claims.claim_batch(all_shards(16), 10);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].headers, "");
 }
 
 TEST(Schema, ATableWithoutTheExpectedColumnsIsNamedInOneError) {

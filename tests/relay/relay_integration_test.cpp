@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -57,6 +58,43 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   EXPECT_NE(relay.registry().render().find("outbox_events_published_total{table=\"" +
                                            t.table.plain() + "\"} 1"),
             std::string::npos);
+}
+
+// The row's headers column (a service's W3C trace context) reaches consumers as
+// Kafka headers; the relay's own three stay the relay's. A headers value that is
+// no object can never become headers: that event is FAILED alone, its key's
+// neighbours and other keys go on.
+TEST(Relay, TheHeadersColumnReachesKafkaAndABadOneIsIsolated) {
+  OutboxTestTable t;
+  {
+    pqxx::connection conn(t.dsn);
+    pqxx::work tx(conn);
+    const std::string insert = "INSERT INTO " + t.table.quoted() +
+                               " (biz_type, biz_id, payload, headers) VALUES ($1, $2, $3::jsonb, "
+                               "$4::jsonb)";
+    tx.exec_params(insert, "order", "o-1", R"({"seq": 1, "key": "o-1"})",
+                   R"({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",)"
+                   R"( "tracestate": "vendor=1", "attempt": 2, "biz_type": "forged"})");
+    tx.exec_params(insert, "order", "o-2", R"({"seq": 2, "key": "o-2"})",
+                   R"(["not", "an object"])");
+    tx.exec_params(insert, "order", "o-3", R"({"seq": 3, "key": "o-3"})", nullptr);
+    tx.commit();
+  }
+  ThreadRelay relay(t.relay_config());
+  ASSERT_TRUE(eventually([&] { return t.count("status <> 0") == 3; }, 30s));
+  EXPECT_EQ(t.count("status = 2 AND biz_id = 'o-2' AND last_error LIKE 'headers:%'"), 1);
+  auto got = consume_all({t.topic}, 2, 30s, 2s);
+  ASSERT_EQ(got.size(), 2u);
+  std::map<std::string, testing::Consumed> by_key;
+  for (auto& m : got) {
+    by_key[m.key] = m;
+  }
+  const auto& traced = by_key.at("o-1").headers;
+  EXPECT_EQ(traced.at("traceparent"), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  EXPECT_EQ(traced.at("tracestate"), "vendor=1");
+  EXPECT_EQ(traced.at("attempt"), "2");
+  EXPECT_EQ(traced.at("biz_type"), "order") << "the relay's own header is not overridden";
+  EXPECT_EQ(by_key.at("o-3").headers.size(), 3u) << "no headers column value: the relay's three";
 }
 
 TEST(Relay, WakesOnNotifyLongBeforeThePollInterval) {
