@@ -82,11 +82,13 @@ leaked=$(sql "SELECT count(*) FROM outbox_event e WHERE NOT EXISTS (SELECT 1 FRO
 consumed=$(sql "SELECT count(*) FROM points_inbox")
 expected_points=$(sql "SELECT COALESCE(sum(amount / 10), 0) FROM orders")
 points=$(sql "SELECT COALESCE(sum(points), 0) FROM user_points")
+traced=$(sed -n 's/.*, traced \([0-9]*\).*/\1/p' "$logs/points.log")
 
 echo "== summary"
 printf '%-34s %s\n' "orders committed" "$committed" "orders rolled back" "$rolled_back" \
   "events published" "$published" "rolled-back events published" "$leaked" \
-  "events consumed (inbox)" "$consumed" "points expected / granted" "$expected_points / $points"
+  "events consumed (inbox)" "$consumed" "points expected / granted" "$expected_points / $points" \
+  "consumed with their traceparent" "$traced"
 for pod in $(kubectl -n demo get pods -l app.kubernetes.io/component=relay -o name); do
   printf '%s: ' "${pod#pod/}"
   kubectl get --raw "/api/v1/namespaces/demo/pods/${pod#pod/}:8080/proxy/metrics" |
@@ -101,8 +103,9 @@ kubectl -n demo get pods -l app.kubernetes.io/component=relay
 ready=$(kubectl -n demo get obr orders -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
 running=$(kubectl -n demo get pods -l app.kubernetes.io/component=relay --field-selector=status.phase=Running -o name | wc -l)
 if [ "$published" = "$committed" ] && [ "$leaked" = 0 ] && [ "$consumed" = "$committed" ] &&
-  [ "$points" = "$expected_points" ] && [ "$ready" = True ] && [ "$running" = 2 ]; then
-  echo "demo OK: every committed order published by the relay pods and consumed exactly once, no rolled-back order published, OutboxRelay Ready with 2 relay pods Running"
+  [ "$points" = "$expected_points" ] && [ "$traced" = "$committed" ] && [ "$ready" = True ] &&
+  [ "$running" = 2 ]; then
+  echo "demo OK: every committed order published by the relay pods and consumed exactly once with its trace context, no rolled-back order published, OutboxRelay Ready with 2 relay pods Running"
 else
   echo "demo FAILED (ready=$ready, relay pods running=$running; logs in $logs and $TESTBED_STATE)"
   exit 1

@@ -3,9 +3,13 @@
 // (update first, then insert: the row lock orders events of one order by commit).
 // Every --rollback-every-th transaction fails after both writes and rolls back, as a
 // business exception would: its event must never be published.
+// Each event carries the W3C trace context of the request that paid the order in
+// the outbox's headers column; the relay copies it into Kafka headers, so the
+// consumer's span joins the same trace (docs/relay.md, "Headers and tracing").
 #include <unistd.h>
 
 #include <iostream>
+#include <random>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -34,6 +38,15 @@ int main(int argc, char** argv) {
         "amount bigint NOT NULL, status text NOT NULL)");
     tx.commit();
   }
+  std::mt19937_64 ids(std::random_device{}());
+  // What a tracing SDK's propagator writes: version-traceid-parentid-flags.
+  auto traceparent = [&ids] {
+    char text[56];
+    std::snprintf(text, sizeof text, "00-%016llx%016llx-%016llx-01",
+                  static_cast<unsigned long long>(ids()), static_cast<unsigned long long>(ids()),
+                  static_cast<unsigned long long>(ids()));
+    return std::string(text);
+  };
   int committed = 0, rolled_back = 0;
   long long committed_amount = 0;
   for (int i = 1; i <= orders; ++i) {
@@ -44,7 +57,8 @@ int main(int argc, char** argv) {
     tx.exec_params("INSERT INTO orders VALUES ($1, $2, $3, 'CREATED')", id, user, amount);
     tx.exec_params("UPDATE orders SET status = 'PAID' WHERE id = $1", id);
     outbox::enqueue(tx, outbox_table, "ORDER_PAID", id,
-                    nlohmann::json{{"order", id}, {"user", user}, {"amount", amount}}.dump());
+                    nlohmann::json{{"order", id}, {"user", user}, {"amount", amount}}.dump(),
+                    nlohmann::json{{"traceparent", traceparent()}}.dump());
     if (rollback_every > 0 && i % rollback_every == 0) {
       tx.abort();  // the business step after the writes failed
       ++rolled_back;

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   }
   consumer->subscribe({topic});
   long applied = 0, duplicates = 0, rejected = 0;
+  long traced = 0;  // applied with the order service's trace context (a W3C traceparent)
   auto last_message = std::chrono::steady_clock::now();
   while (g_stop == 0) {
     std::unique_ptr<RdKafka::Message> m(consumer->consume(200));
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
       switch (service.handle(header(*m, "event_id"), header(*m, "biz_type"), payload)) {
         case example::PointsService::Outcome::kApplied:
           ++applied;
+          // A real consumer would start its span as a child of this one.
+          traced += header(*m, "traceparent").size() == 55 ? 1 : 0;
           break;
         case example::PointsService::Outcome::kDuplicate:
           ++duplicates;
@@ -91,6 +94,6 @@ int main(int argc, char** argv) {
   }
   consumer->close();
   std::cout << "points-service: applied " << applied << ", duplicates skipped " << duplicates
-            << ", rejected " << rejected << std::endl;
+            << ", rejected " << rejected << ", traced " << traced << std::endl;
   return 0;
 }

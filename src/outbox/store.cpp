@@ -236,12 +236,22 @@ std::string pg_text_array(const std::vector<std::string>& values) {
 }
 
 std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,
-                    const std::string& biz_id, const std::string& payload_json) {
-  auto r = tx.exec_params("INSERT INTO " + table.quoted() +
-                              " (biz_type, biz_id, payload) VALUES ($1, $2, $3::jsonb) "
-                              "RETURNING event_id::text",
-                          biz_type, biz_id, payload_json);
-  return r[0][0].as<std::string>();
+                    const std::string& biz_id, const std::string& payload_json,
+                    const std::string& headers_json) {
+  if (headers_json.empty()) {
+    return tx
+        .exec_params1("INSERT INTO " + table.quoted() +
+                          " (biz_type, biz_id, payload) VALUES ($1, $2, $3::jsonb) "
+                          "RETURNING event_id::text",
+                      biz_type, biz_id, payload_json)[0]
+        .as<std::string>();
+  }
+  return tx
+      .exec_params1("INSERT INTO " + table.quoted() +
+                        " (biz_type, biz_id, payload, headers) VALUES ($1, $2, $3::jsonb, "
+                        "$4::jsonb) RETURNING event_id::text",
+                    biz_type, biz_id, payload_json, headers_json)[0]
+      .as<std::string>();
 }
 
 }  // namespace outbox

@@ -187,8 +187,11 @@ class OutboxStore : public EventStore {
 
 // Writes one event inside the caller's transaction (the C++ enqueue helper).
 // Returns the event_id. The caller commits: a rollback leaves no trace.
+// `headers_json`: a JSON object of Kafka header names to values (a W3C
+// traceparent, say), or empty for none.
 std::string enqueue(pqxx::transaction_base& tx, const TableName& table, const std::string& biz_type,
-                    const std::string& biz_id, const std::string& payload_json);
+                    const std::string& biz_id, const std::string& payload_json,
+                    const std::string& headers_json = "");
 
 // Renders a PostgreSQL array literal of strings ({"a","b\"c"}) for a ::text[]
 // parameter; every element is quoted and escaped, so any text is safe.
