@@ -150,7 +150,7 @@ Action add_cleanup_command(CLI::App& app) {
       }
       pqxx::connection conn(o->db.resolve_dsn());
       // An adopted table: its copy.
-      table = inspect_table(conn, *table, o->db.column_map()).relay_table(*table);
+      table = inspect_table(conn, *table, {o->db.column_map()}).relay_table(*table);
       r = run_retention(conn, *table, c);
     } catch (const std::exception& e) {
       // Earlier batches stay committed; their count is lost with the exception (see compensate).

@@ -63,7 +63,7 @@ Action add_inspect_command(CLI::App& app) {
     TableName table = TableName::parse(db->table);
     pqxx::connection conn(db->resolve_dsn());
     // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
-    table = inspect_table(conn, table, db->column_map()).relay_table(table);
+    table = inspect_table(conn, table, {db->column_map()}).relay_table(table);
     Inspection in = inspect(conn, table, *top);
     std::cout << (*json ? in.json() + "\n" : in.text());
     return 0;
@@ -84,7 +84,7 @@ Action add_change_command(CLI::App& app, const std::string& name, const std::str
     TableName table = TableName::parse(o->db.table);
     pqxx::connection conn(o->db.resolve_dsn());
     // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
-    table = inspect_table(conn, table, o->db.column_map()).relay_table(table);
+    table = inspect_table(conn, table, {o->db.column_map()}).relay_table(table);
     std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
     return 0;
   };

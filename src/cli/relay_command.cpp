@@ -29,6 +29,7 @@ struct RelayOptions {
   std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
   std::string kubeconfig;
   std::string report_interval = "15s";
+  int shards = 0;  // 0: the table's count
 };
 
 void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
@@ -41,6 +42,10 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
       ->capture_default_str();
   cmd.add_option("--stuck-after", o.stuck_after, "pending age counted as stuck")
       ->capture_default_str();
+  cmd.add_option("--shards", o.shards,
+                 "the table's shard count (fixed by migrate --shards); another count is refused "
+                 "(default: whatever the table has)")
+      ->check(CLI::Range(1, 1024));
   add_listen_option(cmd, o.listen);
   cmd.add_option("--report-status", o.report_status,
                  "namespace/name of an OutboxRelay whose status.backlog this relay reports")
@@ -56,6 +61,7 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.dsn = o.db.resolve_dsn();
   c.table = o.db.table;
   c.columns = o.db.column_map();
+  c.shards = o.shards;
   c.kafka = o.publish.producer_config();
   c.publish = o.publish.policy();
   c.batch_size = o.batch_size;

@@ -518,6 +518,9 @@ std::vector<std::string> relay_args(const Json& relay) {
   args.push_back(flag(
       "stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter",
                                            format_duration(outbox::relay::defaults::kStuckAfter))));
+  if (spec.contains("/relay/shards"_json_pointer)) {
+    args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
+  }
   args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
   args.push_back(report_status_arg(relay));
   return args;

@@ -423,9 +423,15 @@ TableInfo inspect_adopted(pqxx::connection& conn, const TableName& table, const 
 }  // namespace
 
 TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
-                        const std::optional<ColumnMap>& expected) {
+                        const TableExpectations& expected) {
   TableInfo info = inspect_unchecked(conn, table);
-  if (!expected) {
+  if (expected.shards > 0 && expected.shards != info.shard_count) {
+    throw SchemaError("shards is " + std::to_string(expected.shards) + " but table " +
+                      table.plain() + " was created with " + std::to_string(info.shard_count) +
+                      " (fixed at creation): set " + std::to_string(info.shard_count) +
+                      ", or migrate a new table with --shards " + std::to_string(expected.shards));
+  }
+  if (!expected.columns) {
     return info;
   }
   const std::string adopt = "`outbox-operator migrate --table " + table.plain() + " --adopt`";
@@ -433,10 +439,10 @@ TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
     throw SchemaError("columns are set but table " + table.plain() + " is not adopted: run " +
                       adopt + " with them, or set none for a table made by migrate");
   }
-  if (*info.columns != *expected) {
-    throw SchemaError("columns are " + expected->describe() + " but table " + table.plain() +
-                      " was adopted as " + info.columns->describe() + ": run " + adopt +
-                      " with the new columns");
+  if (*info.columns != *expected.columns) {
+    throw SchemaError("columns are " + expected.columns->describe() + " but table " +
+                      table.plain() + " was adopted as " + info.columns->describe() + ": run " +
+                      adopt + " with the new columns");
   }
   return info;
 }

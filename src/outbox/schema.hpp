@@ -74,10 +74,15 @@ struct TableInfo {
     return adopted_into ? *adopted_into : asked;
   }
 };
-// `expected`: the caller was told the table is adopted with these columns
-// (--column, spec.database.columns); another adoption, or none, is a SchemaError.
+// What the caller was told of the table (flags from the OutboxRelay's spec).
+struct TableExpectations {
+  // Adopted with these columns (--column, spec.database.columns).
+  std::optional<ColumnMap> columns;
+  int shards = 0;  // > 0: created with this many shards (--shards, spec.relay.shards)
+};
+// A table other than `expected` says is a SchemaError naming both and the fix.
 TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
-                        const std::optional<ColumnMap>& expected = std::nullopt);
+                        const TableExpectations& expected = {});
 
 // "<schema>"."outbox_meta": the schema version, mode and shards of each table in it.
 std::string outbox_meta(const TableName& table);

@@ -27,6 +27,7 @@ struct RelayConfig {
   std::string table = "public.outbox_event";
   // Set: the table is adopted (migrate --adopt) and must have been adopted with these.
   std::optional<ColumnMap> columns;
+  int shards = 0;  // > 0: the table must have this many shards (spec.relay.shards)
   kafka::ProducerConfig kafka;
   PublishPolicy publish;  // routes, attempts, backoff, mark or delete
   int batch_size = defaults::kBatchSize;

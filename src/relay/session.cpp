@@ -4,10 +4,9 @@
 
 namespace outbox::relay {
 
-Session::Session(const std::string& dsn, const TableName& table,
-                 const std::optional<ColumnMap>& columns)
+Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected)
     : lock_conn_(dsn),
-      info_(inspect_table(lock_conn_, table, columns)),
+      info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),
       store_(open_store(lock_conn_, table_, info_, cursor_)),

@@ -32,11 +32,10 @@ class Session {
  public:
   // Connects both sessions, checks the table, clears the waiting entries a killed
   // relay left, then joins the replicas. Throws pqxx::broken_connection,
-  // SchemaError (no table, missing columns, a table adopted with other columns
-  // than `columns` says) or pqxx::sql_error. `table` may be an adopted table: the
+  // SchemaError (no table, missing columns, a table other than `expected` says)
+  // or pqxx::sql_error. `table` may be an adopted table: the
   // session then works on its copy, <table>_relay.
-  Session(const std::string& dsn, const TableName& table,
-          const std::optional<ColumnMap>& columns = std::nullopt);
+  Session(const std::string& dsn, const TableName& table, const TableExpectations& expected = {});
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -191,6 +191,19 @@ TEST(RenderRelay, ColumnsReachTheRelayAndBothJobs) {
   EXPECT_EQ(plain.dump().find("--column"), std::string::npos) << plain.dump();
 }
 
+// spec.relay.shards reaches the relay as --shards (which then refuses a table of
+// another count); unset, no flag: the relay takes the table's.
+TEST(RenderRelay, ShardsReachTheRelayOnlyWhenSet) {
+  RenderOptions opts{"img:1", ""};
+  auto args = [&](const Json& patch) {
+    return find(render_relay(relay(patch), opts), "Deployment", "orders-relay")
+        ->at("/spec/template/spec/containers/0/args"_json_pointer)
+        .dump();
+  };
+  EXPECT_NE(args({{"relay", {{"shards", 128}}}}).find("\"--shards=128\""), std::string::npos);
+  EXPECT_EQ(args(Json::object()).find("--shards"), std::string::npos);
+}
+
 // Kubernetes expands $(VAR) in args from the container's environment, which holds
 // OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
 TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {

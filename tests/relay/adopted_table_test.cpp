@@ -170,12 +170,12 @@ TEST(AdoptedTable, AdoptIsIdempotentAndEveryCommandChecksTheColumnsItWasAdoptedW
   EXPECT_TRUE(created_trigger(first));
   EXPECT_FALSE(created_trigger(again)) << "the trigger is made once, the function replaced";
   pqxx::connection conn(t.dsn);
-  TableInfo info = inspect_table(conn, t.table, t.columns());
+  TableInfo info = inspect_table(conn, t.table, {t.columns()});
   EXPECT_EQ(info.relay_table(t.table).plain(), relay_table_for(t.table).plain());
   EXPECT_EQ(info.mode, testing::table_mode());
   EXPECT_TRUE(info.headers);
   try {
-    inspect_table(conn, t.table, ColumnMap::parse({}));
+    inspect_table(conn, t.table, {ColumnMap::parse({})});
     FAIL() << "accepted other columns than adopted";
   } catch (const SchemaError& e) {
     EXPECT_NE(std::string(e.what()).find("was adopted as"), std::string::npos) << e.what();
@@ -183,7 +183,7 @@ TEST(AdoptedTable, AdoptIsIdempotentAndEveryCommandChecksTheColumnsItWasAdoptedW
   }
   EXPECT_THROW(migrate(conn, t.table), SchemaError) << "plain migrate of an adopted table";
   testing::OutboxTestTable own;
-  EXPECT_THROW(inspect_table(conn, own.table, t.columns()), SchemaError)
+  EXPECT_THROW(inspect_table(conn, own.table, {t.columns()}), SchemaError)
       << "columns for a table made by migrate";
   EXPECT_THROW(adopt(conn, own.table, AdoptOptions{ColumnMap::parse({"eventId=event_id"}), {}}),
                SchemaError)

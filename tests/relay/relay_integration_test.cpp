@@ -376,5 +376,29 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
   EXPECT_TRUE(relay.relay().problem().empty());
 }
 
+// spec.relay.shards reaches the relay as --shards: a table created with another
+// count is refused (claiming with the wrong count would hand keys to two
+// replicas), with both counts and the fix in the readiness problem.
+TEST(Relay, ATableWithAnotherShardCountThanSetIsRefusedNamingBoth) {
+  testing::OutboxTestTable t;  // 16 shards
+  t.insert(1, 1);
+  auto c = t.relay_config();
+  c.shards = 64;
+  {
+    testing::ThreadRelay relay(c);
+    ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
+    const std::string problem = relay.relay().problem();
+    EXPECT_NE(problem.find("shards is 64 but table " + t.table.plain() + " was created with 16"),
+              std::string::npos)
+        << problem;
+    EXPECT_FALSE(relay.relay().ready());
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(t.count("status = 1"), 0) << "nothing published on the wrong count";
+  }
+  c.shards = 16;
+  testing::ThreadRelay relay(c);
+  ASSERT_TRUE(testing::eventually([&] { return t.count("status = 1") == 1; }, 30s));
+}
+
 }  // namespace
 }  // namespace outbox
