@@ -104,6 +104,11 @@ void PublishOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--on-sent", on_sent, "mark or delete delivered rows")
       ->check(CLI::IsMember({"mark", "delete"}))
       ->capture_default_str();
+  cmd.add_option("--ordering", ordering,
+                 "per-key: a key's events go out in commit order, an event waiting for its "
+                 "retry holds its key's later ones; none: nothing is held back (unordered topics)")
+      ->check(CLI::IsMember({"per-key", "none"}))
+      ->capture_default_str();
   cmd.add_option("--max-attempts", max_attempts, "delivery attempts before FAILED")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
@@ -190,6 +195,7 @@ relay::PublishPolicy PublishOptions::policy() const {
   p.backoff.initial = parse_duration(initial_backoff);
   p.backoff.max = parse_duration(max_backoff);
   p.backoff.jitter = jitter;
+  p.per_key_order = ordering == "per-key";
   if (p.backoff.max < p.backoff.initial) {
     throw std::invalid_argument("--max-backoff must be at least --initial-backoff");
   }

@@ -31,6 +31,7 @@ struct PublishOptions {
   std::string topic = "outbox.{biz_type}";
   std::vector<std::string> routes;
   std::string on_sent = "mark";
+  std::string ordering = "per-key";
   int max_attempts = 10;
   std::string initial_backoff = "1m";
   std::string max_backoff = "64m";

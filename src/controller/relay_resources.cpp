@@ -216,6 +216,9 @@ std::vector<std::string> publish_args(const Json& relay) {
                                      route.at("topic").get<std::string>()));
   }
   add_kafka_credential_args(relay, args);
+  if (value_at<std::string>(spec, "/relay/ordering", "PerKey") == "None") {
+    args.push_back("--ordering=none");
+  }
   std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
   args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
   args.push_back("--max-attempts=" + std::to_string(value_at<int>(spec, "/retry/maxAttempts", 10)));

@@ -69,10 +69,11 @@ void LogCursor::advance(LogPosition end) {
 }
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
-                     LogCursor& cursor, bool headers)
+                     LogCursor& cursor, const ClaimOptions& options)
     : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor) {
   const std::string retry = table.quoted_with_suffix("_retry");
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
+  const bool headers = options.headers;
   auto columns = [headers](const std::string& a) {
     return a + ".id, " + a + ".event_id::text, " + a + ".biz_type, " + a + ".biz_id, " + a +
            ".payload::text, to_char(" + a +
@@ -95,12 +96,19 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
       " AND h.shard = ANY($1::int[]) AND h.next_retry_time <= now() AND h.id <> "
-      "ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM " +
-      retry + " b WHERE b.biz_id = h.biz_id AND b.status = " + kPending +
-      " AND (b.xid, b.id) < (h.xid, h.id) AND (b.retry_count > 0 OR h.retry_count > "
-      "0)) ORDER BY h.xid, h.id LIMIT $2) UNION ALL (SELECT " +
-      columns("e") + "0, e.shard, e.xid::text, false, EXISTS (SELECT 1 FROM " + retry +
-      " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ") FROM " + table.quoted() +
+      "ALL($3::bigint[]) " +
+      (options.per_key_order
+           ? "AND NOT EXISTS (SELECT 1 FROM " + retry + " b WHERE b.biz_id = h.biz_id AND " +
+                 "b.status = " + kPending +
+                 " AND (b.xid, b.id) < (h.xid, h.id) AND (b.retry_count > 0 OR h.retry_count > "
+                 "0)) "
+           : std::string()) +
+      "ORDER BY h.xid, h.id LIMIT $2) UNION ALL (SELECT " + columns("e") +
+      "0, e.shard, e.xid::text, false, " +
+      (options.per_key_order ? "EXISTS (SELECT 1 FROM " + retry +
+                                   " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ")"
+                             : std::string("false")) +
+      " FROM " + table.quoted() +
       " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
       "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
       "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
@@ -180,12 +188,12 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
 }
 
 LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
-                   std::int64_t partition_xids, LogCursor& cursor, bool headers)
+                   std::int64_t partition_xids, LogCursor& cursor, const ClaimOptions& options)
     : conn_(conn),
       table_(std::move(table)),
       partition_xids_(partition_xids),
       cursor_(cursor),
-      claims_(conn, table_, shard_count, cursor, headers),
+      claims_(conn, table_, shard_count, cursor, options),
       waiting_(conn, table_) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
@@ -201,11 +209,11 @@ LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
       retry +
       " (id, xid, event_id, biz_type, biz_id, payload, created_at, shard, status, retry_count, "
       "next_retry_time, last_error" +
-      std::string(headers ? ", headers" : "") +
+      std::string(options.headers ? ", headers" : "") +
       ") SELECT e.id, e.xid, e.event_id, e.biz_type, e.biz_id, e.payload, e.created_at, e.shard, " +
       status + ", CASE WHEN v.verdict = " + std::to_string(kPark) + " THEN 0 ELSE 1 END, " +
-      next_try + ", NULLIF(v.error, '')" + (headers ? ", e.headers" : "") + " FROM v JOIN " +
-      table_.quoted() +
+      next_try + ", NULLIF(v.error, '')" + (options.headers ? ", e.headers" : "") +
+      " FROM v JOIN " + table_.quoted() +
       " e ON e.xid = v.xid AND e.id = v.id WHERE v.parked = 0 ON CONFLICT (id) DO NOTHING), "
       "sent AS (DELETE FROM " +
       retry + " r USING v WHERE v.parked = 1 AND v.verdict = " + std::to_string(kDelivered) +
@@ -330,20 +338,24 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 }
 
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
-                                       const TableInfo& info, LogCursor& cursor) {
+                                       const TableInfo& info, LogCursor& cursor,
+                                       bool per_key_order) {
+  const ClaimOptions options{info.headers, per_key_order};
   if (info.mode == TableMode::kLog) {
     return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor,
-                                      info.headers);
+                                      options);
   }
-  return std::make_unique<OutboxStore>(conn, table, info.headers);
+  return std::make_unique<OutboxStore>(conn, table, options);
 }
 
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
-                                         const TableInfo& info, LogCursor& cursor) {
+                                         const TableInfo& info, LogCursor& cursor,
+                                         bool per_key_order) {
+  const ClaimOptions options{info.headers, per_key_order};
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor, info.headers);
+    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor, options);
   }
-  return std::make_unique<ClaimQueries>(conn, table, info.headers);
+  return std::make_unique<ClaimQueries>(conn, table, options);
 }
 
 }  // namespace outbox

@@ -51,9 +51,8 @@ class LogCursor {
 class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
-  // `headers`: the table has the headers column (version 4); without it events carry none.
   LogClaims(pqxx::connection& conn, const TableName& table, int shard_count, LogCursor& cursor,
-            bool headers = true);
+            const ClaimOptions& options = {});
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -74,7 +73,7 @@ class LogClaims : public EventClaims {
 class LogStore : public EventStore {
  public:
   LogStore(pqxx::connection& conn, TableName table, int shard_count, std::int64_t partition_xids,
-           LogCursor& cursor, bool headers = true);
+           LogCursor& cursor, const ClaimOptions& options = {});
 
   LogClaims& claims() override { return claims_; }
   void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,
@@ -99,9 +98,12 @@ class LogStore : public EventStore {
 
 // The store and the claim for a table of either mode, as inspect_table found it
 // (`cursor` serves log mode only; it must outlive both).
+// `per_key_order` as ClaimOptions says; the headers column as `info` found it.
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
-                                       const TableInfo& info, LogCursor& cursor);
+                                       const TableInfo& info, LogCursor& cursor,
+                                       bool per_key_order = true);
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
-                                         const TableInfo& info, LogCursor& cursor);
+                                         const TableInfo& info, LogCursor& cursor,
+                                         bool per_key_order = true);
 
 }  // namespace outbox

@@ -20,7 +20,8 @@ void splice(std::string& sql, const std::string& param, const std::string& value
 }
 }  // namespace
 
-ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table, bool headers)
+ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table,
+                           const ClaimOptions& options)
     : conn_(conn) {
   const std::string q = table.quoted();
   // blocked: the earliest retrying event of each key, due or not; computed once
@@ -31,16 +32,19 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table, bool 
   // or partition, where nothing orders the two). So a due retry is claimed alone for its key, and
   // its key's later events are claimed once it is marked sent or FAILED. e: candidates in id order
   // from the "_pending" index, which stays small however many sent rows the table holds.
-  claim_sql_ = "WITH blocked AS MATERIALIZED (SELECT biz_id, min(id) AS head FROM " + q +
-               " WHERE status = " + kPending +
-               " AND retry_count > 0 GROUP BY biz_id) "
-               "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
-               "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
-               std::string(headers ? "e.headers::text" : "NULL::text") +
-               ", e.retry_count, e.shard FROM " + q + " e WHERE e.status = " + kPending +
-               " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() "
-               "AND e.id <> ALL($3::bigint[]) AND NOT EXISTS (SELECT 1 FROM blocked b WHERE "
-               "b.biz_id = e.biz_id AND b.head < e.id) ORDER BY e.id LIMIT $2";
+  const std::string select =
+      "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
+      "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
+      std::string(options.headers ? "e.headers::text" : "NULL::text") +
+      ", e.retry_count, e.shard FROM " + q + " e WHERE e.status = " + kPending +
+      " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() AND e.id <> ALL($3::bigint[])";
+  claim_sql_ = options.per_key_order
+                   ? "WITH blocked AS MATERIALIZED (SELECT biz_id, min(id) AS head FROM " + q +
+                         " WHERE status = " + kPending + " AND retry_count > 0 GROUP BY biz_id) " +
+                         select +
+                         " AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.biz_id = e.biz_id AND "
+                         "b.head < e.id) ORDER BY e.id LIMIT $2"
+                   : select + " ORDER BY e.id LIMIT $2";
   // $1, $2, $3: claim_batch splices their values in (it says why).
 }
 
@@ -62,10 +66,10 @@ void WaitingList::forget_dead() {
   tx.exec(forget_sql_);
 }
 
-OutboxStore::OutboxStore(pqxx::connection& conn, TableName table, bool headers)
+OutboxStore::OutboxStore(pqxx::connection& conn, TableName table, const ClaimOptions& options)
     : conn_(conn),
       table_(std::move(table)),
-      claims_(conn, table_, headers),
+      claims_(conn, table_, options),
       waiting_(conn, table_) {
   const std::string q = table_.quoted();
   mark_sql_ = "UPDATE " + q + " SET status = " + kSent +

@@ -104,6 +104,14 @@ class EventStore {
   virtual TableHealth health() = 0;
 };
 
+// How claims read a table, beside its name.
+struct ClaimOptions {
+  bool headers = true;  // the table has the headers column (version 4); else events carry none
+  // false (spec.relay.ordering None): an event waiting for its retry holds back
+  // nothing; later events of its key are claimed as if it were not there.
+  bool per_key_order = true;
+};
+
 // An event from a claim's first nine columns: id, event_id, biz_type, biz_id,
 // payload, created_at (RFC 3339), headers, retry_count, shard (both modes select them so).
 OutboxEvent read_event(const pqxx::row& r);
@@ -128,8 +136,7 @@ TableHealth table_health(pqxx::connection& conn, const TableName& table, bool pa
 // The status-mode claim, and nothing else.
 class ClaimQueries : public EventClaims {
  public:
-  // `headers`: the table has the headers column (version 4); without it events carry none.
-  ClaimQueries(pqxx::connection& conn, const TableName& table, bool headers = true);
+  ClaimQueries(pqxx::connection& conn, const TableName& table, const ClaimOptions& options = {});
 
   // Up to `limit` due pending events of `shards`, in id order, leaving out every
   // event whose key has an earlier pending event that already failed once, due
@@ -151,7 +158,7 @@ class ClaimQueries : public EventClaims {
 // proves the shards were still owned (the fencing check).
 class OutboxStore : public EventStore {
  public:
-  OutboxStore(pqxx::connection& conn, TableName table, bool headers = true);
+  OutboxStore(pqxx::connection& conn, TableName table, const ClaimOptions& options = {});
 
   // The claim on this session (ClaimQueries::claim_batch).
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,

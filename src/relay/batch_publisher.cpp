@@ -55,8 +55,11 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch,
   messages.reserve(batch.size());
   std::unordered_map<std::string, std::string> key_topic;  // the topic a key sends to in this batch
   std::unordered_set<std::string> cut(held.begin(), held.end());  // keys whose events wait
+  if (!policy_.per_key_order) {
+    cut.clear();
+  }
   for (OutboxEvent& e : batch) {
-    if (e.held) {
+    if (e.held && policy_.per_key_order) {
       cut.insert(e.biz_id);
     }
     if (cut.count(e.biz_id) != 0) {
@@ -73,7 +76,8 @@ std::size_t BatchPublisher::send(std::vector<OutboxEvent> batch,
       batch_.push_back(std::move(e));
       continue;
     }
-    if (auto [it, first] = key_topic.try_emplace(e.biz_id, topic); !first && it->second != topic) {
+    if (auto [it, first] = key_topic.try_emplace(e.biz_id, topic);
+        policy_.per_key_order && !first && it->second != topic) {
       cut.insert(e.biz_id);
       kept_back_.push_back(std::move(e));
       continue;
@@ -114,7 +118,7 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
     const kafka::Delivery& d = m < deliveries.size() ? deliveries[m] : missing;
     switch (d.error_class) {
       case kafka::ErrorClass::kNone:
-        if (auto it = undelivered.find(e.biz_id); it != undelivered.end()) {
+        if (auto it = undelivered.find(e.biz_id); policy.per_key_order && it != undelivered.end()) {
           // Delivered is delivered: the relay cannot take it back, only say so.
           ++out.order_anomalies;
           spdlog::warn(

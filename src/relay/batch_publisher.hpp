@@ -21,6 +21,9 @@ struct PublishPolicy {
   int max_attempts = 10;
   BackoffPolicy backoff;
   bool delete_on_sent = false;
+  // false (--ordering none): no event holds back another of its key, in the
+  // claim (ClaimOptions) or here; nothing then counts as an order anomaly.
+  bool per_key_order = true;
 };
 
 struct BatchOutcome {

@@ -18,7 +18,8 @@ CompensationReport compensate(const CompensationConfig& config) {
   kafka::BatchProducer producer(config.kafka);
   BatchPublisher publisher(producer, config.publish);
   LogCursor cursor;
-  std::unique_ptr<EventStore> store = open_store(conn, table, info, cursor);
+  std::unique_ptr<EventStore> store =
+      open_store(conn, table, info, cursor, config.publish.per_key_order);
   ShardOwnership shards(conn, table, info.shard_count);
 
   CompensationReport report;

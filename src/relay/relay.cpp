@@ -141,7 +141,8 @@ void Relay::run(std::stop_token stop) {
   int outages = 0;  // in a row: the reconnect delay grows 0.5, 1, 2 ... 10 s
   while (!stop.stop_requested()) {
     try {
-      Session session(config_.dsn, table_, {config_.columns, config_.shards});
+      Session session(config_.dsn, table_, {config_.columns, config_.shards},
+                      config_.publish.per_key_order);
       went_online(session);
       outages = 0;
       set_problem({});

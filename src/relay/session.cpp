@@ -4,14 +4,15 @@
 
 namespace outbox::relay {
 
-Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected)
+Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected,
+                 bool per_key_order)
     : lock_conn_(dsn),
       info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),
-      store_(open_store(lock_conn_, table_, info_, cursor_)),
+      store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order)),
       claim_conn_(dsn),
-      claims_(open_claims(claim_conn_, table_, info_, cursor_)),
+      claims_(open_claims(claim_conn_, table_, info_, cursor_, per_key_order)),
       wake_(lock_conn_, table_.notify_channel()) {
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it.

@@ -35,7 +35,9 @@ class Session {
   // SchemaError (no table, missing columns, a table other than `expected` says)
   // or pqxx::sql_error. `table` may be an adopted table: the
   // session then works on its copy, <table>_relay.
-  Session(const std::string& dsn, const TableName& table, const TableExpectations& expected = {});
+  // `per_key_order`: see ClaimOptions.
+  Session(const std::string& dsn, const TableName& table, const TableExpectations& expected = {},
+          bool per_key_order = true);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -192,8 +192,9 @@ TEST(RenderRelay, ColumnsReachTheRelayAndBothJobs) {
 }
 
 // spec.relay.shards reaches the relay as --shards (which then refuses a table of
-// another count); unset, no flag: the relay takes the table's.
-TEST(RenderRelay, ShardsReachTheRelayOnlyWhenSet) {
+// another count); unset, no flag: the relay takes the table's. ordering None
+// reaches the relay and the compensation job as --ordering=none.
+TEST(RenderRelay, ShardsAndOrderingReachTheRelay) {
   RenderOptions opts{"img:1", ""};
   auto args = [&](const Json& patch) {
     return find(render_relay(relay(patch), opts), "Deployment", "orders-relay")
@@ -202,6 +203,14 @@ TEST(RenderRelay, ShardsReachTheRelayOnlyWhenSet) {
   };
   EXPECT_NE(args({{"relay", {{"shards", 128}}}}).find("\"--shards=128\""), std::string::npos);
   EXPECT_EQ(args(Json::object()).find("--shards"), std::string::npos);
+  EXPECT_NE(args({{"relay", {{"ordering", "None"}}}}).find("\"--ordering=none\""),
+            std::string::npos);
+  EXPECT_EQ(args({{"relay", {{"ordering", "PerKey"}}}}).find("--ordering"), std::string::npos);
+  const Json compensate =
+      find(render_relay(relay({{"relay", {{"ordering", "None"}}}}), opts), "CronJob",
+           "orders-compensate")
+          ->at("/spec/jobTemplate/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_NE(compensate.dump().find("\"--ordering=none\""), std::string::npos);
 }
 
 // Kubernetes expands $(VAR) in args from the container's environment, which holds

@@ -47,10 +47,10 @@ struct LogTable {
 
 // A relay's view: its own connection, cursor and store.
 struct Reader {
-  explicit Reader(const LogTable& t)
+  explicit Reader(const LogTable& t, bool per_key_order = true)
       : conn(t.dsn),
         info(inspect_table(conn, t.table)),
-        store(open_store(conn, t.table, info, cursor)) {}
+        store(open_store(conn, t.table, info, cursor, per_key_order)) {}
   std::vector<OutboxEvent> claim(int limit = 100) {
     return store->claims().claim_batch(all_shards(), limit, {});
   }
@@ -273,6 +273,30 @@ TEST(LogStore, AFailureWaitsInRetryHoldingItsKeyWhileOtherKeysFlow) {
                 .as<int>(),
             4)
       << "the status view shows every event sent";
+}
+
+// spec.relay.ordering None: a failure waiting in _retry holds nothing back; the
+// key's later events are read as free, and the retry goes alone when due.
+TEST(LogStore, WithoutPerKeyOrderAFailureHoldsNothingBack) {
+  LogTable t;
+  Reader reader(t, false);
+  t.insert_committed("bad", 1);
+  auto first = reader.claim_at_least(1);
+  ASSERT_EQ(first.size(), 1u);
+  reader.store->write_back(first, {},
+                           {{first[0].id, false, std::chrono::milliseconds(300), "boom"}}, false);
+  t.insert_committed("bad", 2);
+  auto second = reader.claim_at_least(1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_FALSE(second[0].held) << "nothing holds the key";
+  reader.deliver(second);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto retry = reader.claim_at_least(1);
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_TRUE(retry[0].parked);
+  EXPECT_EQ(retry[0].id, first[0].id);
+  reader.deliver(retry);
+  EXPECT_TRUE(reader.claim().empty());
 }
 
 TEST(LogStore, AFailedEventStopsHoldingItsKeyAndStaysInRetry) {

@@ -132,7 +132,7 @@ TEST(Schema, AStatusTableAtVersion2WithoutHeadersNeedsNoMigrationToRun) {
   EXPECT_EQ(info.mode, TableMode::kStatus);
   EXPECT_FALSE(info.headers) << "version 4's column is optional";
   t.insert(1, 1);
-  ClaimQueries claims(conn, t.table, info.headers);
+  ClaimQueries claims(conn, t.table, {info.headers});
   auto batch = claims.claim_batch(all_shards(16), 10);
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0].headers, "");
@@ -227,6 +227,22 @@ TEST(OutboxStore, AnEventWaitingForItsRetryBlocksLaterEventsOfItsKeyOnly) {
   store.record_failures({{head.id, true, {}, "gave up"}});
   EXPECT_EQ(store.claim_batch(all_shards(16), 100).size(), 8u);
   EXPECT_EQ(t.count("status = 2 AND retry_count = 2"), 1);
+}
+
+// spec.relay.ordering None: the same retrying head holds back nothing.
+TEST(OutboxStore, WithoutPerKeyOrderARetryingEventHoldsNothingBack) {
+  OutboxTestTable t;
+  t.insert(9, 3);
+  pqxx::connection conn(t.dsn);
+  OutboxStore store(conn, t.table, ClaimOptions{true, false});
+  auto batch = store.claim_batch(all_shards(16), 100);
+  ASSERT_EQ(batch.size(), 9u);
+  store.record_failures({{batch[0].id, false, std::chrono::hours(1), "broker said no"}});
+  auto next = store.claim_batch(all_shards(16), 100);
+  EXPECT_EQ(next.size(), 8u) << "the head's two later events come too";
+  for (const auto& e : next) {
+    EXPECT_NE(e.id, batch[0].id) << "the head itself waits for its retry time";
+  }
 }
 
 // A retry that is due may fail again; a later event of its key claimed beside it

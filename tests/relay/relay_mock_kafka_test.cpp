@@ -80,5 +80,35 @@ TEST(RelayMockKafka, RefusedEventsAreNeverOvertakenByLaterEventsOfTheirKey) {
   EXPECT_EQ(testing::per_key_order_problem(got), "");
 }
 
+// --ordering none (spec.relay.ordering None): the same refusals hold nothing back.
+// Later events of the refused keys go out while the refused ones wait out a
+// backoff longer than the whole drain, so consumers see those keys reordered:
+// proof that the per-key holding is skipped, not merely cheap. Nothing is lost.
+TEST(RelayMockKafka, WithoutPerKeyOrderRefusedEventsHoldNothingBack) {
+  MockCluster kafka(1);
+  testing::OutboxTestTable t;
+  kafka.create_topic(t.topic, 3);
+  auto c = t.relay_config();
+  c.kafka.bootstrap_servers = kafka.bootstrap();
+  c.batch_size = 40;
+  c.kafka.linger = std::chrono::milliseconds(5);
+  c.publish.per_key_order = false;
+  c.publish.backoff.initial = std::chrono::seconds(8);
+  c.publish.backoff.max = std::chrono::seconds(8);
+  c.publish.backoff.jitter = 0;
+  t.insert(600, 5);
+  kafka.fail_next_produce_requests(1, RD_KAFKA_RESP_ERR_POLICY_VIOLATION);
+  testing::ThreadRelay relay(c);
+  // Everything but the refused events, before their retry is due.
+  ASSERT_TRUE(testing::eventually(
+      [&] { return t.count("status = 1") >= 560 && t.count("retry_count > 0") > 0; }, 6s))
+      << t.count("status = 1") << " sent, " << t.count("retry_count > 0") << " retrying";
+  EXPECT_GT(t.count("status = 0 AND retry_count > 0"), 0) << "the refused wait for their retry";
+  ASSERT_TRUE(testing::eventually([&] { return t.count("status = 1") == 600; }, 60s));
+  auto got = testing::consume_all({t.topic}, 600, 90s, 1500ms, kafka.bootstrap());
+  EXPECT_EQ(testing::distinct_seqs(got), 600u);
+  EXPECT_NE(testing::per_key_order_problem(got), "") << "no key was reordered";
+}
+
 }  // namespace
 }  // namespace outbox
