@@ -76,9 +76,10 @@ Json pod_security_context() {
           {"seccompProfile", {{"type", "RuntimeDefault"}}}};
 }
 
+// No uid here: the pod's security context sets it (replaceable through
+// spec.relay.template.pod.securityContext, for OpenShift's restricted-v2).
 Json container_security_context() {
   return {{"runAsNonRoot", true},
-          {"runAsUser", 65532},
           {"allowPrivilegeEscalation", false},
           {"readOnlyRootFilesystem", true},
           {"privileged", false},
@@ -258,6 +259,38 @@ Json container(const Json& relay, const std::string& name, const std::string& im
 }
 
 // Volumes for what `container` mounts (see container()).
+// Adds the labels and annotations of `extra` (a template's metadata) to `meta`; the
+// operator's own keys win.
+void add_metadata(const Json& extra, Json& meta) {
+  for (const char* kind : {"labels", "annotations"}) {
+    if (extra.contains(kind)) {
+      Json merged = extra.at(kind);
+      merged.update(meta.value(kind, Json::object()));
+      meta[kind] = std::move(merged);
+    }
+  }
+}
+
+// Adds spec.relay.template.pod to a pod template ({metadata, spec}): its labels and
+// annotations under the operator's own, placement, pull secrets, priority and
+// (replacing the default) the security context.
+void apply_pod_template(const Json& relay, Json& pod) {
+  const auto from = "/spec/relay/template/pod"_json_pointer;
+  if (!relay.contains(from)) {
+    return;
+  }
+  const Json& t = relay.at(from);
+  if (t.contains("metadata")) {
+    add_metadata(t.at("metadata"), pod["metadata"]);
+  }
+  for (const char* field : {"nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
+                            "priorityClassName", "imagePullSecrets", "securityContext"}) {
+    if (t.contains(field)) {
+      pod["spec"][field] = t.at(field);
+    }
+  }
+}
+
 Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool job) {
   Json volumes =
       Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}});
@@ -294,6 +327,12 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
               const std::string& component, const std::string& schedule, Json container) {
   bool suspend = value_at<bool>(relay, "/spec/suspend", false);
   Json template_labels = labels_for(relay.at("metadata").at("name"), component);
+  if (relay.contains("/spec/relay/resources"_json_pointer)) {
+    container["resources"] = relay.at("/spec/relay/resources"_json_pointer);
+  }
+  Json pod = {{"metadata", {{"labels", template_labels}}},
+              {"spec", pod_spec(relay, names, std::move(container), true)}};
+  apply_pod_template(relay, pod);
   return {{"apiVersion", "batch/v1"},
           {"kind", "CronJob"},
           {"metadata", metadata(relay, name, component)},
@@ -311,9 +350,7 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
               {"spec",
                {{"backoffLimit", 0},
                 {"ttlSecondsAfterFinished", 3600},
-                {"template",
-                 {{"metadata", {{"labels", template_labels}}},
-                  {"spec", pod_spec(relay, names, std::move(container), true)}}}}}}}}}};
+                {"template", std::move(pod)}}}}}}}};
 }
 
 int desired_replicas(const Json& relay) {
@@ -322,10 +359,15 @@ int desired_replicas(const Json& relay) {
              : value_at<int>(relay, "/spec/relay/replicas", 2);
 }
 
+// With spec.relay.template.serviceAccount's labels and annotations (IRSA, Workload
+// Identity), under the operator's own.
 Json service_account(const Json& relay, const RelayNames& names) {
-  return {{"apiVersion", "v1"},
-          {"kind", "ServiceAccount"},
-          {"metadata", metadata(relay, names.deployment, "relay")}};
+  Json meta = metadata(relay, names.deployment, "relay");
+  const auto from = "/spec/relay/template/serviceAccount/metadata"_json_pointer;
+  if (relay.contains(from)) {
+    add_metadata(relay.at(from), meta);
+  }
+  return {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", std::move(meta)}};
 }
 
 // Exactly what the status reports of the relay and the jobs need (a server-side apply and a
@@ -401,20 +443,21 @@ Json deployment(const Json& relay, const RelayNames& names, const std::string& i
   if (relay.contains("/spec/relay/resources"_json_pointer)) {
     relay_container["resources"] = relay.at("/spec/relay/resources"_json_pointer);
   }
-  return {
-      {"apiVersion", "apps/v1"},
-      {"kind", "Deployment"},
-      {"metadata", metadata(relay, names.deployment, "relay")},
-      {"spec",
-       {{"replicas", replicas},
-        {"revisionHistoryLimit", 3},
-        {"selector", {{"matchLabels", selector_labels(name)}}},
-        {"template",
-         {{"metadata",
-           {{"labels", labels_for(name, "relay")},
-            {"annotations",
-             {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
-          {"spec", pod_spec(relay, names, std::move(relay_container), false)}}}}}};
+  Json pod = {
+      {"metadata",
+       {{"labels", labels_for(name, "relay")},
+        {"annotations",
+         {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
+      {"spec", pod_spec(relay, names, std::move(relay_container), false)}};
+  apply_pod_template(relay, pod);
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "Deployment"},
+          {"metadata", metadata(relay, names.deployment, "relay")},
+          {"spec",
+           {{"replicas", replicas},
+            {"revisionHistoryLimit", 3},
+            {"selector", {{"matchLabels", selector_labels(name)}}},
+            {"template", std::move(pod)}}}};
 }
 
 Json compensation_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {

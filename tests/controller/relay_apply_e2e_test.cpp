@@ -141,6 +141,53 @@ TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
             relay("orders").at("/metadata/generation"_json_pointer));
 }
 
+// spec.relay.template passes the CRD's admission and the API server's own validation of
+// the pods it lands in (affinity and tolerations are kept as written, not pruned), and
+// its ServiceAccount annotation (IRSA) reaches the ServiceAccount.
+TEST_F(ControllerE2E, APodTemplateReachesThePodsAndTheServiceAccount) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "template-" + ns);
+  Json spec = base_spec();
+  const Json affinity = {
+      {"nodeAffinity",
+       {{"requiredDuringSchedulingIgnoredDuringExecution",
+         {{"nodeSelectorTerms",
+           Json::array({{{"matchExpressions",
+                          Json::array({{{"key", "pool"},
+                                        {"operator", "In"},
+                                        {"values", Json::array({"relays"})}}})}}})}}}}}};
+  const Json tolerations = Json::array({{{"key", "dedicated"},
+                                         {"operator", "Equal"},
+                                         {"value", "outbox"},
+                                         {"effect", "NoSchedule"}}});
+  spec["relay"]["template"] = {
+      {"pod",
+       {{"metadata", {{"labels", {{"team", "payments"}}}}},
+        {"affinity", affinity},
+        {"tolerations", tolerations},
+        {"priorityClassName", "system-cluster-critical"},
+        {"imagePullSecrets", Json::array({{{"name", "registry"}}})},
+        {"securityContext",
+         {{"runAsNonRoot", true}, {"seccompProfile", {{"type", "RuntimeDefault"}}}}}}},
+      {"serviceAccount",
+       {{"metadata", {{"annotations", {{"iam.gke.io/gcp-service-account", "relay@p.iam"}}}}}}}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  const Json pod = get(owned::deployments, "orders-relay").at("/spec/template"_json_pointer);
+  EXPECT_EQ(pod.at("/metadata/labels/team"_json_pointer), "payments");
+  EXPECT_EQ(pod.at("/spec/affinity"_json_pointer), affinity);
+  EXPECT_EQ(pod.at("/spec/tolerations"_json_pointer), tolerations);
+  EXPECT_EQ(pod.at("/spec/priorityClassName"_json_pointer), "system-cluster-critical");
+  EXPECT_FALSE(pod.at("/spec/securityContext"_json_pointer).contains("runAsUser"))
+      << "no fixed uid: OpenShift's restricted-v2 assigns one";
+  const Json job_pod =
+      get(owned::cron_jobs, "orders-compensate").at("/spec/jobTemplate/spec/template"_json_pointer);
+  EXPECT_EQ(job_pod.at("/spec/affinity"_json_pointer), affinity);
+  EXPECT_EQ(get(owned::service_accounts, "orders-relay")
+                .at("/metadata/annotations/iam.gke.io~1gcp-service-account"_json_pointer),
+            "relay@p.iam");
+}
+
 // Releases before the headless Service gave each relay's metrics Service a ClusterIP, which
 // cannot change in place: the operator deletes it and creates it again, headless.
 TEST_F(ControllerE2E, AMetricsServiceWithAClusterIPFromAnOlderReleaseBecomesHeadless) {

@@ -213,6 +213,67 @@ TEST(RenderRelay, ShardsAndOrderingReachTheRelay) {
   EXPECT_NE(compensate.dump().find("\"--ordering=none\""), std::string::npos);
 }
 
+// spec.relay.template reaches the relay pods, both jobs' pods and the
+// ServiceAccount; the operator's own labels win (its selectors depend on them);
+// relay.resources reach the job containers too (a ResourceQuota needs them).
+TEST(RenderRelay, TheTemplateReachesEveryPodAndTheServiceAccount) {
+  const Json pod_template = {
+      {"metadata",
+       {{"labels", {{"team", "payments"}, {"app.kubernetes.io/component", "hijacked"}}},
+        {"annotations", {{"cluster-autoscaler.kubernetes.io/safe-to-evict", "true"}}}}},
+      {"nodeSelector", {{"pool", "relays"}}},
+      {"tolerations", Json::array({{{"key", "dedicated"}, {"operator", "Exists"}}})},
+      {"affinity", {{"nodeAffinity", Json::object()}}},
+      {"topologySpreadConstraints",
+       Json::array({{{"maxSkew", 1}, {"topologyKey", "topology.kubernetes.io/zone"}}})},
+      {"priorityClassName", "outbox-critical"},
+      {"imagePullSecrets", Json::array({{{"name", "registry"}}})},
+      {"securityContext", {{"runAsNonRoot", true}}}};
+  const Json resources = {{"requests", {{"cpu", "50m"}, {"memory", "32Mi"}}}};
+  RenderedRelay r = render_relay(
+      relay({{"relay",
+              {{"resources", resources},
+               {"template",
+                {{"pod", pod_template},
+                 {"serviceAccount",
+                  {{"metadata",
+                    {{"annotations",
+                      {{"eks.amazonaws.com/role-arn", "arn:aws:iam::1:role/x"}}}}}}}}}}}}),
+      RenderOptions{"img:1", ""});
+  for (const auto& [kind, name, pointer] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"Deployment", "orders-relay", "/spec/template"},
+           {"CronJob", "orders-compensate", "/spec/jobTemplate/spec/template"},
+           {"CronJob", "orders-cleanup", "/spec/jobTemplate/spec/template"}}) {
+    const Json& pod = find(r, kind, name)->at(Json::json_pointer(pointer));
+    EXPECT_EQ(pod.at("/metadata/labels/team"_json_pointer), "payments") << name;
+    EXPECT_NE(pod.at("/metadata/labels/app.kubernetes.io~1component"_json_pointer), "hijacked")
+        << name << ": the operator's label wins";
+    EXPECT_EQ(
+        pod.at(
+            "/metadata/annotations/cluster-autoscaler.kubernetes.io~1safe-to-evict"_json_pointer),
+        "true")
+        << name;
+    for (const char* field :
+         {"nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
+          "priorityClassName", "imagePullSecrets", "securityContext"}) {
+      EXPECT_EQ(pod.at("spec").at(field), pod_template.at(field)) << name << " " << field;
+    }
+    const Json& c = pod.at("/spec/containers/0"_json_pointer);
+    EXPECT_EQ(c.at("resources"), resources) << name;
+    EXPECT_FALSE(c.at("securityContext").contains("runAsUser")) << name << ": no fixed uid";
+    EXPECT_EQ(c.at("/securityContext/readOnlyRootFilesystem"_json_pointer), true) << name;
+  }
+  EXPECT_EQ(find(r, "ServiceAccount", "orders-relay")
+                ->at("/metadata/annotations/eks.amazonaws.com~1role-arn"_json_pointer),
+            "arn:aws:iam::1:role/x");
+  // Without a template: the default pod security context, uid 65532.
+  const Json plain =
+      find(render_relay(relay(), RenderOptions{"img:1", ""}), "Deployment", "orders-relay")
+          ->at("/spec/template/spec/securityContext"_json_pointer);
+  EXPECT_EQ(plain.at("runAsUser"), 65532);
+}
+
 // Kubernetes expands $(VAR) in args from the container's environment, which holds
 // OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
 TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {

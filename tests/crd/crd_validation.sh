@@ -51,7 +51,11 @@ print(" ".join(missing))
 ')
 expect_eq "every schema field has a description" "$undocumented" ""
 
-explain=$(kubectl explain outboxrelay.spec.relay 2>&1)
+# The API server publishes a changed CRD's OpenAPI a few seconds after it is Established.
+for _ in $(seq 1 30); do
+  explain=$(kubectl explain outboxrelay.spec.relay 2>&1) && [[ "$explain" == *template* ]] && break
+  sleep 1
+done
 expect_contains "kubectl explain outboxrelay.spec.relay describes batchSize" "$explain" "Events claimed, published and marked per batch"
 expect_contains "kubectl explain shows the ordering enum" "$explain" "enum: PerKey, None"
 explain=$(kubectl explain outboxrelay.spec.retry.maxBackoff 2>&1)
