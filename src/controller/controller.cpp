@@ -16,10 +16,9 @@ using Clock = std::chrono::steady_clock;
 
 const std::vector<const kube::Resource*>& owned_kinds() {
   static const std::vector<const kube::Resource*> kinds = {
-      &owned::service_accounts, &owned::roles,
-      &owned::role_bindings,    &owned::config_maps,
-      &owned::deployments,      &owned::cron_jobs,
-      &owned::services,         &owned::pod_disruption_budgets};
+      &owned::service_accounts,      &owned::roles,     &owned::role_bindings, &owned::config_maps,
+      &owned::deployments,           &owned::cron_jobs, &owned::jobs,          &owned::services,
+      &owned::pod_disruption_budgets};
   return kinds;
 }
 

@@ -323,13 +323,21 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
   return spec;
 }
 
+// A job's container: as container(), with the relay's resources (a namespace with a
+// ResourceQuota admits no pod without them). Only `compensate` talks to Kafka.
+Json container_for_job(const Json& relay, const std::string& name, const std::string& image,
+                       std::vector<std::string> args) {
+  Json c = container(relay, name, image, std::move(args), name == "compensate");
+  if (relay.contains("/spec/relay/resources"_json_pointer)) {
+    c["resources"] = relay.at("/spec/relay/resources"_json_pointer);
+  }
+  return c;
+}
+
 Json cron_job(const Json& relay, const RelayNames& names, const std::string& name,
               const std::string& component, const std::string& schedule, Json container) {
   bool suspend = value_at<bool>(relay, "/spec/suspend", false);
   Json template_labels = labels_for(relay.at("metadata").at("name"), component);
-  if (relay.contains("/spec/relay/resources"_json_pointer)) {
-    container["resources"] = relay.at("/spec/relay/resources"_json_pointer);
-  }
   Json pod = {{"metadata", {{"labels", template_labels}}},
               {"spec", pod_spec(relay, names, std::move(container), true)}};
   apply_pod_template(relay, pod);
@@ -473,7 +481,7 @@ Json compensation_cron_job(const Json& relay, const RelayNames& names, const std
   args.push_back(report_status_arg(relay));
   return cron_job(relay, names, names.compensation, "compensation",
                   value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
-                  container(relay, "compensate", image, args, true));
+                  container_for_job(relay, "compensate", image, args));
 }
 
 Json retention_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
@@ -492,7 +500,44 @@ Json retention_cron_job(const Json& relay, const RelayNames& names, const std::s
   args.push_back(report_status_arg(relay));
   return cron_job(relay, names, names.retention, "retention",
                   value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
-                  container(relay, "cleanup", image, args, false));
+                  container_for_job(relay, "cleanup", image, args));
+}
+
+// `migrate` for the spec's table: --adopt with the columns of an adopted table, the
+// shard count and mode when set.
+std::vector<std::string> migrate_args(const Json& spec) {
+  std::vector<std::string> args = {"migrate"};
+  for (std::string& arg : table_args(spec)) {
+    args.push_back(std::move(arg));
+  }
+  if (spec.contains("/database/columns"_json_pointer)) {
+    args.push_back("--adopt");
+  }
+  if (spec.contains("/relay/shards"_json_pointer)) {
+    args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
+  }
+  if (spec.contains("/database/mode"_json_pointer)) {
+    args.push_back(std::string("--mode=") +
+                   (spec.at("/database/mode"_json_pointer) == "Log" ? "log" : "status"));
+  }
+  return args;
+}
+
+// The Job behind schema_job_name(). Never rerun by the Job controller beyond a few
+// tries: migrate is idempotent, and a table it cannot create needs a person.
+Json schema_job(const Json& relay, const RelayNames& names, const std::string& name,
+                const std::string& image) {
+  Json labels = labels_for(relay.at("metadata").at("name"), "schema");
+  Json container = container_for_job(relay, "migrate", image, migrate_args(relay.at("spec")));
+  Json pod = {{"metadata", {{"labels", labels}}},
+              {"spec", pod_spec(relay, names, std::move(container), true)}};
+  apply_pod_template(relay, pod);
+  Json meta = metadata(relay, name, "schema");
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", std::move(meta)},
+          {"spec",
+           {{"backoffLimit", 3}, {"activeDeadlineSeconds", 900}, {"template", std::move(pod)}}}};
 }
 
 // Headless: scraping reaches each pod through the endpoints, and a ClusterIP per resource
@@ -548,6 +593,18 @@ std::string stable_hash(const std::string& text) {
   return out;
 }
 
+std::string schema_job_name(const Json& relay, const RenderOptions& options) {
+  if (!value_at<bool>(relay, "/spec/database/manageSchema", false)) {
+    return {};
+  }
+  std::string signature = image_of(relay, options);
+  for (const std::string& arg : migrate_args(relay.at("spec"))) {
+    signature += "\n" + arg;
+  }
+  return relay.at("metadata").at("name").get<std::string>() + "-schema-" +
+         stable_hash(signature).substr(0, 8);
+}
+
 std::vector<std::string> relay_args(const Json& relay) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"relay"};
@@ -592,6 +649,9 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
         {&owned::cron_jobs, retention_cron_job(relay, names, image)},
         {&owned::services, metrics_service(relay, names)},
     };
+    if (const std::string job = schema_job_name(relay, options); !job.empty()) {
+      out.objects.push_back({&owned::jobs, schema_job(relay, names, job, image)});
+    }
     out.pdb_name = names.deployment;
     out.wants_pdb = replicas > 1;
     if (out.wants_pdb) {

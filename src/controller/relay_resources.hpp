@@ -41,6 +41,7 @@ inline const kube::Resource service_accounts{"", "v1", "serviceaccounts", true};
 inline const kube::Resource services{"", "v1", "services", true};
 inline const kube::Resource deployments{"apps", "v1", "deployments", true};
 inline const kube::Resource cron_jobs{"batch", "v1", "cronjobs", true};
+inline const kube::Resource jobs{"batch", "v1", "jobs", true};
 inline const kube::Resource roles{"rbac.authorization.k8s.io", "v1", "roles", true};
 inline const kube::Resource role_bindings{"rbac.authorization.k8s.io", "v1", "rolebindings", true};
 inline const kube::Resource pod_disruption_budgets{"policy", "v1", "poddisruptionbudgets", true};
@@ -55,14 +56,20 @@ struct RelayNames {
   std::string service;       // <name>-metrics
 };
 
-// Label selector string of the relay pods (status.relay.selector, for the scale subresource).
-std::string relay_selector(const std::string& relay_name);
-
 struct RenderOptions {
   std::string relay_image;  // OUTBOX_RELAY_IMAGE, unless spec.relay.image is set
   // "<name>=<resourceVersion>" of every Secret the pods read, in a fixed order.
   std::string secret_versions;
 };
+
+// With spec.database.manageSchema, the name of the Job that runs `migrate` for the spec as it
+// is: "<name>-schema-<hash of image and arguments>" (at most 56 characters), so a new image (an
+// operator upgrade that may need a newer schema) or another table runs a new Job, and the same
+// ones never run twice. Empty without manageSchema. Throws InvalidSpec like render_relay.
+std::string schema_job_name(const Json& relay, const RenderOptions& options);
+
+// Label selector string of the relay pods (status.relay.selector, for the scale subresource).
+std::string relay_selector(const std::string& relay_name);
 
 struct OwnedObject {
   const kube::Resource* resource;

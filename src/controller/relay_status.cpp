@@ -179,6 +179,35 @@ struct Conditions {
                 "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").");
   }
 
+  // spec.database.manageSchema: what the schema Job did. The relays wait, not ready and
+  // saying the table is missing, until it has migrated.
+  Json schema_ready() const {
+    const std::string& job = in.schema_job_name;
+    const std::string logs = " Its pod's log says why: kubectl logs job/" + job + ".";
+    if (in.schema_job == nullptr) {
+      return make("SchemaReady", false, "Pending", "The migrate Job " + job + " is being created.");
+    }
+    const Json& st = in.schema_job->value("status", Json::object());
+    if (st.value("succeeded", 0) > 0) {
+      return make("SchemaReady", true, "Migrated",
+                  "The migrate Job " + job + " brought the table to this image's schema.");
+    }
+    for (const Json& c : st.value("conditions", Json::array())) {
+      if (c.value("type", "") == "Failed" && c.value("status", "") == "True") {
+        return make("SchemaReady", false, "MigrationFailed",
+                    "The migrate Job " + job + " failed (" + c.value("reason", "") + ": " +
+                        c.value("message", "") + ")." + logs +
+                        " Fix the cause, then change the spec or delete the Job to run it again.");
+      }
+    }
+    return make(
+        "SchemaReady", false, "Migrating",
+        "The migrate Job " + job + " is running" +
+            (st.value("failed", 0) > 0 ? " again after " + std::to_string(st.value("failed", 0)) +
+                                             " failed attempt(s)." + logs
+                                       : "."));
+  }
+
   // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup);
   // the operator only turns a failed one into a condition, which a later good run clears.
   Json job_failed() const {
@@ -281,9 +310,13 @@ Json find_condition(const Json& status, const std::string& type) {
 
 Json compute_status(const StatusInputs& in) {
   const Conditions c(in);
+  Json conditions =
+      Json::array({c.ready(), c.progressing(), c.degraded(), c.stalled(), c.job_failed()});
+  if (!in.schema_job_name.empty()) {
+    conditions.push_back(c.schema_ready());
+  }
   return {{"observedGeneration", c.generation},
-          {"conditions",
-           Json::array({c.ready(), c.progressing(), c.degraded(), c.stalled(), c.job_failed()})},
+          {"conditions", std::move(conditions)},
           {"relay",
            {{"replicas", c.rollout.replicas},
             {"readyReplicas", c.rollout.ready},

@@ -25,6 +25,10 @@ struct StatusInputs {
   std::chrono::system_clock::time_point now;
   // Why relay pods are not ready, when known (not_ready_detail); appended to Ready's message.
   std::string not_ready_detail;
+  // With spec.database.manageSchema: the schema Job's name (schema_job_name) and the Job as
+  // cached, if any.
+  std::string schema_job_name;
+  const Json* schema_job = nullptr;
 };
 
 // The relay's own report of why it is not ready (status.relayProblem, written by the relay pods

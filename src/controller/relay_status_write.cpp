@@ -19,10 +19,21 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
   if (kube::Informer* d = informer_for(owned::deployments, ns)) {
     deployment = d->get(ns + "/" + RelayNames(name).deployment);
   }
+  std::string job_name;
+  std::optional<Json> job;
+  try {
+    job_name = schema_job_name(relay, options_.render);
+  } catch (const InvalidSpec&) {
+    // Rendering refused the spec: the problem (Degraded) says so already.
+  }
+  if (kube::Informer* j = informer_for(owned::jobs, ns); j != nullptr && !job_name.empty()) {
+    job = j->get(ns + "/" + job_name);
+  }
   std::string detail;
   auto compute = [&](const Json& observed) {
     return compute_status({observed, deployment ? &*deployment : nullptr, problem,
-                           std::chrono::system_clock::now(), detail});
+                           std::chrono::system_clock::now(), detail, job_name,
+                           job ? &*job : nullptr});
   };
   Json desired = compute(relay);
   if (relays_not_ready(desired) && deployment &&

@@ -42,7 +42,8 @@ TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   Json r = relay();
   r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}}},
                  {"lastCleanup", {{"outcome", "Failed"}}}};
-  const Json s = compute_status({r, nullptr, std::nullopt, std::chrono::system_clock::now(), ""});
+  const Json s =
+      compute_status({r, nullptr, std::nullopt, std::chrono::system_clock::now(), "", "", nullptr});
   EXPECT_FALSE(s.contains("lastCompensation"));
   EXPECT_FALSE(s.contains("lastCleanup"));
 }

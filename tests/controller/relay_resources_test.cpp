@@ -274,6 +274,48 @@ TEST(RenderRelay, TheTemplateReachesEveryPodAndTheServiceAccount) {
   EXPECT_EQ(plain.at("runAsUser"), 65532);
 }
 
+// spec.database.manageSchema renders one Job running `migrate` for the spec's table (with
+// --adopt for columns, shards and mode when set); its name follows the image and arguments,
+// so an operator upgrade runs it again and an unchanged spec never does.
+TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
+  RenderOptions opts{"img:1", ""};
+  auto jobs = [](const RenderedRelay& r) {
+    std::vector<Json> out;
+    for (const auto& o : r.objects) {
+      if (o.object.at("kind") == "Job") {
+        out.push_back(o.object);
+      }
+    }
+    return out;
+  };
+  EXPECT_TRUE(jobs(render_relay(relay(), opts)).empty());
+  EXPECT_EQ(schema_job_name(relay(), opts), "");
+  const Json managed = relay({{"database",
+                               {{"manageSchema", true},
+                                {"table", "public.outbox"},
+                                {"mode", "Log"},
+                                {"columns", {{"createdAt", "timestamp"}}}}},
+                              {"relay", {{"shards", 16}}}});
+  const auto rendered = jobs(render_relay(managed, opts));
+  ASSERT_EQ(rendered.size(), 1u);
+  const Json& job = rendered[0];
+  const std::string name = schema_job_name(managed, opts);
+  EXPECT_EQ(job.at("/metadata/name"_json_pointer), name);
+  EXPECT_EQ(name.rfind("orders-schema-", 0), 0u) << name;
+  EXPECT_LE(name.size(), 63u);
+  const Json c = job.at("/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("args"),
+            Json::array({"migrate", "--table=public.outbox", "--column=eventId=id",
+                         "--column=bizType=aggregatetype", "--column=bizId=aggregateid",
+                         "--column=payload=payload", "--column=createdAt=timestamp", "--adopt",
+                         "--shards=16", "--mode=log"}));
+  EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
+  EXPECT_EQ(job.at("/spec/template/spec/restartPolicy"_json_pointer), "Never");
+  EXPECT_EQ(schema_job_name(managed, opts), name) << "stable for the same spec and image";
+  EXPECT_NE(schema_job_name(managed, RenderOptions{"img:2", ""}), name) << "a new image reruns it";
+  EXPECT_NE(schema_job_name(relay({{"database", {{"manageSchema", true}}}}), opts), name);
+}
+
 // Kubernetes expands $(VAR) in args from the container's environment, which holds
 // OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
 TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {

@@ -14,18 +14,56 @@ Json relay(const Json& spec_patch = Json::object()) {
   return testing::sample_relay(spec_patch);
 }
 
+// With manageSchema, SchemaReady follows the migrate Job: Pending before it exists,
+// Migrating while it runs (saying where its log is after a failed try), Migrated once it
+// succeeded, MigrationFailed with the Job's reason when it gave up. Without, no condition.
+TEST(RelayStatus, SchemaReadyFollowsTheMigrateJob) {
+  auto now = std::chrono::system_clock::now();
+  const Json r = relay({{"database", {{"manageSchema", true}}}});
+  auto schema = [&](const Json* job) {
+    return find_condition(
+        compute_status({r, nullptr, std::nullopt, now, "", "orders-schema-1", job}), "SchemaReady");
+  };
+  EXPECT_EQ(schema(nullptr).at("reason"), "Pending");
+  const Json running = {{"status", {{"active", 1}, {"failed", 1}}}};
+  EXPECT_EQ(schema(&running).at("reason"), "Migrating");
+  EXPECT_NE(
+      schema(&running).at("message").get<std::string>().find("kubectl logs job/orders-schema-1"),
+      std::string::npos);
+  const Json done = {{"status", {{"succeeded", 1}}}};
+  EXPECT_EQ(schema(&done).at("status"), "True");
+  EXPECT_EQ(schema(&done).at("reason"), "Migrated");
+  const Json failed = {
+      {"status",
+       {{"failed", 4},
+        {"conditions",
+         Json::array({{{"type", "Failed"},
+                       {"status", "True"},
+                       {"reason", "BackoffLimitExceeded"},
+                       {"message", "Job has reached the specified backoff limit"}}})}}}};
+  EXPECT_EQ(schema(&failed).at("status"), "False");
+  EXPECT_EQ(schema(&failed).at("reason"), "MigrationFailed");
+  EXPECT_NE(schema(&failed).at("message").get<std::string>().find("BackoffLimitExceeded"),
+            std::string::npos);
+  EXPECT_TRUE(find_condition(compute_status({relay(), nullptr, std::nullopt, now, "", "", nullptr}),
+                             "SchemaReady")
+                  .is_null());
+}
+
 TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
   auto now = std::chrono::system_clock::now();
   Json r = relay();
   EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed")
+          .at("status"),
       "False");
   r["status"] = {{"lastCompensation", {{"outcome", "Succeeded"}, {"resent", 3}}},
                  {"lastCleanup",
                   {{"outcome", "Failed"},
                    {"time", "2026-01-02T03:04:05Z"},
                    {"message", "cleanup failed: no route"}}}};
-  Json failed = find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed");
+  Json failed =
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed");
   EXPECT_EQ(failed.at("status"), "True");
   EXPECT_EQ(failed.at("reason"), "CleanupFailed");
   EXPECT_NE(failed.at("message").get<std::string>().find("cleanup failed: no route"),
@@ -34,12 +72,14 @@ TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
             std::string::npos);
   r["status"]["lastCompensation"]["outcome"] = "Failed";
   EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("reason"),
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed")
+          .at("reason"),
       "CompensationCleanupFailed");
   r["status"]["lastCompensation"]["outcome"] = "Succeeded";
   r["status"]["lastCleanup"]["outcome"] = "Succeeded";
   EXPECT_EQ(
-      find_condition(compute_status({r, nullptr, std::nullopt, now, ""}), "JobFailed").at("status"),
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed")
+          .at("status"),
       "False");
 }
 
@@ -47,20 +87,21 @@ TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
   using namespace std::chrono;
   auto t0 = system_clock::time_point(seconds(1'700'000'000));
   Json r = relay({{"monitoring", {{"stuckAfter", "10s"}}}});
-  Json s1 = compute_status({r, nullptr, Problem{"SecretNotFound", "m"}, t0, ""});
+  Json s1 = compute_status({r, nullptr, Problem{"SecretNotFound", "m"}, t0, "", "", nullptr});
   EXPECT_EQ(find_condition(s1, "Degraded").at("status"), "True");
   EXPECT_EQ(find_condition(s1, "Ready").at("reason"), "SecretNotFound");
   r["status"] = s1;
-  Json s2 = compute_status({r, nullptr, Problem{"SecretKeyMissing", "m2"}, t0 + seconds(60), ""});
+  Json s2 = compute_status(
+      {r, nullptr, Problem{"SecretKeyMissing", "m2"}, t0 + seconds(60), "", "", nullptr});
   EXPECT_EQ(find_condition(s2, "Degraded").at("lastTransitionTime"), format_time(t0));
   r["status"] = s2;
-  Json s3 = compute_status({r, nullptr, std::nullopt, t0 + seconds(120), ""});
+  Json s3 = compute_status({r, nullptr, std::nullopt, t0 + seconds(120), "", "", nullptr});
   EXPECT_EQ(find_condition(s3, "Degraded").at("lastTransitionTime"),
             format_time(t0 + seconds(120)));
   EXPECT_FALSE(status_matches(s3, s2));
   r["status"] = s3;
-  EXPECT_TRUE(
-      status_matches(compute_status({r, nullptr, std::nullopt, t0 + seconds(500), ""}), s3));
+  EXPECT_TRUE(status_matches(
+      compute_status({r, nullptr, std::nullopt, t0 + seconds(500), "", "", nullptr}), s3));
 }
 
 TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
@@ -71,24 +112,24 @@ TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
       {"status",
        {{"observedGeneration", 4}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 2}}}};
   r["status"] = {{"backlog", {{"oldestPendingSeconds", 91.0}}}};
-  Json s = compute_status({r, &dep, std::nullopt, now, ""});
+  Json s = compute_status({r, &dep, std::nullopt, now, "", "", nullptr});
   EXPECT_EQ(find_condition(s, "Ready").at("status"), "True");
   EXPECT_EQ(find_condition(s, "Progressing").at("status"), "False");
   EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "EventsStuck");
   EXPECT_EQ(s.at("/relay/readyReplicas"_json_pointer), 2);
   EXPECT_EQ(s.at("observedGeneration"), 3);
   r["status"]["backlog"]["oldestPendingSeconds"] = 89.0;
-  EXPECT_EQ(
-      find_condition(compute_status({r, &dep, std::nullopt, now, ""}), "Stalled").at("status"),
-      "False");
+  EXPECT_EQ(find_condition(compute_status({r, &dep, std::nullopt, now, "", "", nullptr}), "Stalled")
+                .at("status"),
+            "False");
   dep["status"]["readyReplicas"] = 1;
-  Json s2 = compute_status({r, &dep, std::nullopt, now, ""});
+  Json s2 = compute_status({r, &dep, std::nullopt, now, "", "", nullptr});
   EXPECT_EQ(find_condition(s2, "Ready").at("reason"), "RelaysNotReady");
   EXPECT_EQ(find_condition(s2, "Ready").at("message"), "1 of 2 relay pods ready.");
   EXPECT_TRUE(relays_not_ready(s2));
   EXPECT_FALSE(relays_not_ready(s));
   EXPECT_EQ(find_condition(s2, "Progressing").at("status"), "True");
-  Json s3 = compute_status({r, &dep, std::nullopt, now, "pod p: ImagePullBackOff."});
+  Json s3 = compute_status({r, &dep, std::nullopt, now, "pod p: ImagePullBackOff.", "", nullptr});
   EXPECT_EQ(find_condition(s3, "Ready").at("message"),
             "1 of 2 relay pods ready. pod p: ImagePullBackOff.");
 }

@@ -202,6 +202,7 @@ nobody=system:serviceaccount:$ns:nobody-$$
 expected_cluster_rows='configmaps|[]|[get list watch create patch]
 cronjobs.batch|[]|[get list watch create patch]
 deployments.apps|[]|[get list watch create patch]
+jobs.batch|[]|[get list watch create patch]
 events.events.k8s.io|[]|[create patch]
 events|[]|[create patch]
 outboxrelays.outbox.dev/finalizers|[]|[update]
