@@ -9,6 +9,8 @@
 #include <set>
 
 #include "cluster_fixture.hpp"
+#include "outbox/schema.hpp"
+#include "outbox/store.hpp"
 #include "support/testbed.hpp"
 
 namespace outbox::cluster {
@@ -127,6 +129,42 @@ TEST(Cluster, RelayPodsStartFromTheImageDeliverAndShowReadyInKubectl) {
   // The DSN reached the relay through the Secret only: not in the pod spec or the args.
   std::string spec = kubectl("-n " + r.ns + " get pod " + pod + " -o json");
   EXPECT_EQ(spec.find(node_env().pod_dsn), std::string::npos);
+}
+
+// spec.database.manageSchema on a table that does not exist yet: the operator's migrate Job
+// (a real pod from the image) creates it in log mode with the spec's shard count, SchemaReady
+// turns True, the relay pods become Ready on it and publish what a service then writes.
+TEST(Cluster, AManagedSchemaIsCreatedByAJobBeforeTheRelaysPublish) {
+  RelayUnderTest r("cl-schema");
+  const TableName table = TableName::parse(outbox::testbed::unique_name("managed"));
+  r.apply({{"database", {{"table", table.plain()}, {"manageSchema", true}, {"mode", "Log"}}},
+           {"relay", {{"shards", 8}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const Json& c : r.get().value("/status/conditions"_json_pointer, Json::array())) {
+          if (c.value("type", "") == "SchemaReady") {
+            return c.value("status", "") == "True";
+          }
+        }
+        return false;
+      },
+      240s))
+      << r.get().value("status", Json::object()).dump() << kubectl("-n " + r.ns + " get jobs,pods");
+  r.wait_ready();
+  pqxx::connection conn(r.table.dsn);
+  const TableInfo info = inspect_table(conn, table);
+  EXPECT_EQ(info.mode, TableMode::kLog);
+  EXPECT_EQ(info.shard_count, 8);
+  {
+    pqxx::work tx(conn);
+    for (int i = 0; i < 100; ++i) {
+      const std::string key = "k" + std::to_string(i % 5);
+      enqueue(tx, table, "order", key,
+              "{\"seq\": " + std::to_string(i) + ", \"key\": \"" + key + "\"}");
+    }
+    tx.commit();
+  }
+  EXPECT_EQ(r.delivery_problem(100), "");
 }
 
 TEST(Cluster, KilledRelayContainerAndDeletedPodAreReplacedWithNothingLost) {
