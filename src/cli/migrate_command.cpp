@@ -16,6 +16,7 @@ Action add_migrate_command(CLI::App& app) {
   auto options = std::make_shared<MigrateOptions>();
   auto mode = std::make_shared<std::string>();
   auto adopt_table = std::make_shared<bool>(false);
+  auto payload = std::make_shared<std::string>();
   opts->add_to(*cmd);
   cmd->add_option("--shards", options->shard_count,
                   "key-hash shards, fixed when the table is created")
@@ -30,13 +31,23 @@ Action add_migrate_command(CLI::App& app) {
                   "log mode: transaction ids per partition (retention drops whole partitions)")
       ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1'000'000'000}))
       ->capture_default_str();
+  cmd->add_option("--payload", *payload,
+                  "payload column type of a new table: json (jsonb, the default), text, or bytes "
+                  "(bytea: Avro or Protobuf, published byte for byte); fixed at creation")
+      ->check(CLI::IsMember({"json", "text", "bytes"}));
   cmd->add_flag("--adopt", *adopt_table,
                 "the table is someone else's (a Debezium outbox table): leave it as it is, relay "
                 "it through <table>_relay, which a trigger fills (docs/adopt.md)");
-  return [opts, options, mode, adopt_table]() {
+  return [opts, options, mode, adopt_table, payload]() {
     TableName table = TableName::parse(opts->table);
     if (!mode->empty()) {
       options->mode = parse_mode(*mode);
+    }
+    if (!payload->empty()) {
+      if (*adopt_table) {
+        throw std::invalid_argument("--payload: an adopted table's payload column sets the type");
+      }
+      options->payload = parse_payload_type(*payload);
     }
     if (!opts->columns.empty() && !*adopt_table) {
       throw std::invalid_argument("--column maps an adopted table's columns: add --adopt");

@@ -516,6 +516,11 @@ std::vector<std::string> migrate_args(const Json& spec) {
   if (spec.contains("/relay/shards"_json_pointer)) {
     args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
   }
+  if (spec.contains("/database/payload"_json_pointer)) {
+    std::string type = spec.at("/database/payload"_json_pointer);
+    std::transform(type.begin(), type.end(), type.begin(), ::tolower);
+    args.push_back("--payload=" + type);
+  }
   if (spec.contains("/database/mode"_json_pointer)) {
     args.push_back(std::string("--mode=") +
                    (spec.at("/database/mode"_json_pointer) == "Log" ? "log" : "status"));

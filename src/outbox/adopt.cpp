@@ -15,7 +15,7 @@ const std::set<std::string>& accepted_types(const std::string& role) {
       {"eventId", {"uuid"}},
       {"bizType", {}},
       {"bizId", {}},
-      {"payload", {"json", "jsonb"}},
+      {"payload", {"json", "jsonb", "text", "varchar", "bpchar", "bytea"}},
       {"createdAt", {"timestamp", "timestamptz"}},
       {"headers", {"json", "jsonb", "text", "varchar", "bpchar"}},
   };
@@ -37,7 +37,15 @@ std::string copied_value(const std::string& role, const std::string& column,
   if (role == "eventId") {
     return "COALESCE(" + v + ", gen_random_uuid())";
   }
-  if (role == "payload") {
+  if (role == "payload") {  // the relay's column has the same kind of type (adopt)
+    switch (payload_type_of(type).value_or(PayloadType::kJson)) {
+      case PayloadType::kText:
+        return "COALESCE(" + v + "::text, '')";
+      case PayloadType::kBytes:
+        return "COALESCE(" + v + ", ''::bytea)";
+      case PayloadType::kJson:
+        break;
+    }
     return "COALESCE(" + v + "::jsonb, 'null'::jsonb)";
   }
   if (role == "createdAt") {
@@ -149,9 +157,12 @@ void check_adopted(pqxx::transaction_base& tx, const TableName& table, const Col
 
 MigrationResult adopt(pqxx::connection& conn, const TableName& table, const AdoptOptions& options) {
   const TableName relay = relay_table_for(table);
+  MigrateOptions relay_options = options.relay_table;
   {
     pqxx::read_transaction tx(conn);
-    require_mapped_columns(tx, table, options.columns);
+    const auto types = require_mapped_columns(tx, table, options.columns);
+    // The relay's copy keeps the payload's kind: jsonb, text or bytea.
+    relay_options.payload = payload_type_of(types.at(options.columns.payload));
     const bool has_meta =
         !tx.exec_params1("SELECT to_regclass($1) IS NULL", outbox_meta(table)).front().as<bool>();
     auto meta = has_meta ? tx.exec_params("SELECT to_jsonb(t)->>'adopted_into' FROM " +
@@ -163,7 +174,7 @@ MigrationResult adopt(pqxx::connection& conn, const TableName& table, const Adop
                         " was created by migrate: the relay reads it as it is, nothing to adopt");
     }
   }
-  MigrationResult result = migrate(conn, relay, options.relay_table);
+  MigrationResult result = migrate(conn, relay, relay_options);
   const TableInfo info = inspect_table(conn, relay);
 
   pqxx::work tx(conn);

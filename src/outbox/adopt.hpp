@@ -19,7 +19,8 @@ namespace outbox {
 // The copy function is SECURITY DEFINER with a fixed search_path, so the
 // services' roles need no rights on the relay's table. It never fails the
 // service's insert for a value the relay cannot use: a NULL type or key becomes
-// '', a NULL payload the JSON null, a NULL time now().
+// '', a NULL payload the JSON null (or empty text or bytes), a NULL time now().
+// The relay's copy keeps the payload's kind of type: jsonb, text or bytea.
 //
 // Locks: the relay's table and function are new objects; creating the trigger
 // takes SHARE ROW EXCLUSIVE on the adopted table (writes wait, reads do not),

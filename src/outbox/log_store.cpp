@@ -74,9 +74,10 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   const std::string retry = table.quoted_with_suffix("_retry");
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
   const bool headers = options.headers;
-  auto columns = [headers](const std::string& a) {
-    return a + ".id, " + a + ".event_id::text, " + a + ".biz_type, " + a + ".biz_id, " + a +
-           ".payload::text, to_char(" + a +
+  payload_hex_ = options.bytes;
+  auto columns = [headers, &options](const std::string& a) {
+    return a + ".id, " + a + ".event_id::text, " + a + ".biz_type, " + a + ".biz_id, " +
+           payload_column(a, options.bytes) + ", to_char(" + a +
            ".created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
            (headers ? a + ".headers::text, " : std::string("NULL::text, "));
   };
@@ -172,7 +173,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
     if (!parked && log_kept++ == log_room) {
       break;  // log rows come in order: the rest stay after the cursor too
     }
-    OutboxEvent e = read_event(r);
+    OutboxEvent e = read_event(r, payload_hex_);
     e.xid = r[9].as<std::uint64_t>();
     e.parked = parked;
     e.held = r[11].as<bool>();
@@ -340,7 +341,7 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor,
                                        bool per_key_order) {
-  const ClaimOptions options{info.headers, per_key_order};
+  const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
     return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor,
                                       options);
@@ -351,7 +352,7 @@ std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& 
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
                                          const TableInfo& info, LogCursor& cursor,
                                          bool per_key_order) {
-  const ClaimOptions options{info.headers, per_key_order};
+  const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
     return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor, options);
   }

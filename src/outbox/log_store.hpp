@@ -63,6 +63,7 @@ class LogClaims : public EventClaims {
   int shard_count_;
   LogCursor& cursor_;
   std::string claim_sql_;
+  bool payload_hex_ = false;     // ClaimOptions::bytes
   std::string claim_statement_;  // claim_sql_'s prepared name
   bool behind_watermark_ = false;
 };

@@ -27,7 +27,8 @@ std::string shard_column(int shard_count) {
 }
 
 // Version 1: the seed's outbox_event table (§2.1) translated to PostgreSQL.
-std::vector<std::string> version_1(const TableName& t, int shard_count) {
+std::vector<std::string> version_1(const TableName& t, int shard_count,
+                                   const std::string& payload) {
   const std::string q = t.quoted();
   const std::string idx = "\"" + t.table();
   const std::string pending = sql(EventStatus::kPending);
@@ -41,8 +42,11 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
           "event_id uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE,"
           "biz_type text NOT NULL,"
           "biz_id text NOT NULL,"
-          // jsonb: validated on insert, and bench/ shows the insert cost is close to json.
-          "payload jsonb NOT NULL,"
+          // jsonb by default: validated on insert, and bench/ shows the insert cost is
+          // close to json's.
+          "payload " +
+          payload +
+          " NOT NULL,"
           "status smallint NOT NULL DEFAULT " +
           pending + " CHECK (status IN (" + pending + ", " + sent + ", " + failed +
           ")),"
@@ -76,7 +80,7 @@ std::vector<std::string> version_1(const TableName& t, int shard_count) {
 }
 
 // The insert trigger (its function made before) and the enqueue function, in both modes.
-std::vector<std::string> trigger_and_enqueue(const TableName& t) {
+std::vector<std::string> trigger_and_enqueue(const TableName& t, const std::string& payload) {
   const std::string q = t.quoted();
   const std::string idx = "\"" + t.table();
   return {
@@ -85,7 +89,8 @@ std::vector<std::string> trigger_and_enqueue(const TableName& t) {
           " FOR EACH STATEMENT EXECUTE FUNCTION " + t.quoted_with_suffix("_notify") + "()",
       // Enqueue inside the caller's own transaction, from any language.
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_enqueue") +
-          "(p_biz_type text, p_biz_id text, p_payload jsonb) RETURNS uuid LANGUAGE sql AS "
+          "(p_biz_type text, p_biz_id text, p_payload " + payload +
+          ") RETURNS uuid LANGUAGE sql AS "
           "$f$ INSERT INTO " +
           q +
           " (biz_type, biz_id, payload) VALUES (p_biz_type, p_biz_id, p_payload) "
@@ -118,12 +123,13 @@ std::vector<std::string> version_2(const TableName& t) {
 // (a service's W3C traceparent reaches its consumers), and an enqueue overload
 // that takes it. ADD COLUMN without a default changes the catalog only; it takes
 // an ACCESS EXCLUSIVE lock for that moment.
-std::vector<std::string> version_4(const TableName& t) {
+std::vector<std::string> version_4(const TableName& t, const std::string& payload) {
   const std::string q = t.quoted();
   return {
       "ALTER TABLE " + q + " ADD COLUMN IF NOT EXISTS headers jsonb",
       "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_enqueue") +
-          "(p_biz_type text, p_biz_id text, p_payload jsonb, p_headers jsonb) RETURNS uuid "
+          "(p_biz_type text, p_biz_id text, p_payload " + payload +
+          ", p_headers jsonb) RETURNS uuid "
           "LANGUAGE sql AS $f$ INSERT INTO " +
           q +
           " (biz_type, biz_id, payload, headers) VALUES (p_biz_type, p_biz_id, p_payload, "
@@ -137,7 +143,7 @@ std::vector<std::string> version_4(const TableName& t) {
 // that commits late is never skipped. Its primary key serves that read.
 // Progress per shard, failures beside the log, a view of each event's status.
 void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
-                      std::int64_t partition_xids) {
+                      std::int64_t partition_xids, const std::string& payload) {
   const std::string q = t.quoted();
   const std::string pending = sql(EventStatus::kPending);
   tx.exec("CREATE TABLE " + q +
@@ -145,7 +151,9 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           "event_id uuid NOT NULL DEFAULT gen_random_uuid(),"
           "biz_type text NOT NULL,"
           "biz_id text NOT NULL,"
-          "payload jsonb NOT NULL,"
+          "payload " +
+          payload +
+          " NOT NULL,"
           "created_at timestamptz NOT NULL DEFAULT now(),"
           "headers jsonb,"
           // The top-level transaction: every row of one transaction shares it.
@@ -165,7 +173,9 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   // events of their keys, parked behind them in order.
   tx.exec("CREATE TABLE " + t.quoted_with_suffix("_retry") +
           " (id bigint PRIMARY KEY, xid xid8 NOT NULL, event_id uuid NOT NULL, biz_type text NOT "
-          "NULL, biz_id text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL, "
+          "NULL, biz_id text NOT NULL, payload " +
+          payload +
+          " NOT NULL, created_at timestamptz NOT NULL, "
           "shard integer NOT NULL, status smallint NOT NULL, retry_count integer NOT NULL, "
           "next_retry_time timestamptz NOT NULL, last_error text, updated_at timestamptz NOT "
           "NULL DEFAULT now(), headers jsonb)");
@@ -185,16 +195,55 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   for (const auto& stmt : version_2(t)) {
     tx.exec(stmt);
   }
-  for (const auto& stmt : trigger_and_enqueue(t)) {
+  for (const auto& stmt : trigger_and_enqueue(t, payload)) {
     tx.exec(stmt);
   }
-  for (const auto& stmt : version_4(t)) {
+  for (const auto& stmt : version_4(t, payload)) {
     tx.exec(stmt);
   }
   ensure_log_partitions(tx, t, partition_xids);
 }
 
 }  // namespace
+
+std::string payload_sql_type(PayloadType type) {
+  switch (type) {
+    case PayloadType::kText:
+      return "text";
+    case PayloadType::kBytes:
+      return "bytea";
+    case PayloadType::kJson:
+      break;
+  }
+  return "jsonb";
+}
+
+std::optional<PayloadType> payload_type_of(const std::string& sql_type) {
+  if (sql_type == "json" || sql_type == "jsonb") {
+    return PayloadType::kJson;
+  }
+  if (sql_type == "text" || sql_type == "varchar" || sql_type == "bpchar" ||
+      sql_type == "character varying" || sql_type == "character") {
+    return PayloadType::kText;
+  }
+  if (sql_type == "bytea") {
+    return PayloadType::kBytes;
+  }
+  return std::nullopt;
+}
+
+PayloadType parse_payload_type(const std::string& text) {
+  if (text == "json") {
+    return PayloadType::kJson;
+  }
+  if (text == "text") {
+    return PayloadType::kText;
+  }
+  if (text == "bytes") {
+    return PayloadType::kBytes;
+  }
+  throw std::invalid_argument("payload type must be json, text or bytes, not '" + text + "'");
+}
 
 std::string outbox_meta(const TableName& t) {
   return "\"" + t.schema() + "\".\"outbox_meta\"";
@@ -246,13 +295,33 @@ std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& ta
                  row[0][3].as<std::int64_t>(), row[0][4].as<bool>()};
 }
 
+// An existing table asked for another payload type than it has: refused, the type
+// is fixed at creation.
+void require_payload_type(pqxx::transaction_base& tx, const TableName& table,
+                          const std::optional<PayloadType>& wanted) {
+  if (!wanted) {
+    return;
+  }
+  auto r = tx.exec_params(
+      "SELECT udt_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = "
+      "$2 AND column_name = 'payload'",
+      table.schema(), table.table());
+  const std::string have = r.empty() ? "" : r[0][0].as<std::string>();
+  if (payload_type_of(have) != wanted) {
+    throw SchemaError("table " + table.plain() + " has a " + have +
+                      " payload, fixed when it was created; migrate a new table for " +
+                      payload_sql_type(*wanted));
+  }
+}
+
+// `payload`: the new table's payload type; a table made before version 4 has jsonb.
 void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, int shard_count,
-                          int from_version, MigrationResult& result) {
+                          const std::string& payload, int from_version, MigrationResult& result) {
   if (from_version < 1) {
-    for (const auto& stmt : version_1(table, shard_count)) {
+    for (const auto& stmt : version_1(table, shard_count, payload)) {
       tx.exec(stmt);
     }
-    for (const auto& stmt : trigger_and_enqueue(table)) {
+    for (const auto& stmt : trigger_and_enqueue(table, payload)) {
       tx.exec(stmt);
     }
     tx.exec_params("INSERT INTO " + outbox_meta(table) +
@@ -272,7 +341,7 @@ void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, in
     result.applied.push_back("v3: outbox_meta records the table's mode (status)");
   }
   if (from_version < 4) {
-    for (const auto& stmt : version_4(table)) {
+    for (const auto& stmt : version_4(table, from_version > 0 ? "jsonb" : payload)) {
       tx.exec(stmt);
     }
     if (from_version > 0) {
@@ -286,7 +355,7 @@ void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, in
 void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int from_version,
                        MigrationResult& result) {
   if (from_version < 4) {
-    for (const auto& stmt : version_4(table)) {
+    for (const auto& stmt : version_4(table, "jsonb")) {  // made before version 4: jsonb
       tx.exec(stmt);
     }
     tx.exec("ALTER TABLE " + table.quoted_with_suffix("_retry") +
@@ -310,6 +379,7 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
   MigrationResult result;
   const std::optional<MetaRow> meta = read_meta(tx, table);
+  const std::string payload = payload_sql_type(options.payload.value_or(PayloadType::kJson));
   TableMode mode = options.mode.value_or(TableMode::kStatus);
   if (meta && meta->adopted) {
     throw SchemaError("table " + table.plain() + " is adopted (relayed through " + table.table() +
@@ -323,6 +393,7 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                         mode_name(*options.mode) + " mode");
     }
     mode = meta->mode;
+    require_payload_type(tx, table, options.payload);
     if (meta->shard_count != options.shard_count) {
       result.applied.push_back("kept the existing shard count " +
                                std::to_string(meta->shard_count) + " (fixed at creation)");
@@ -334,11 +405,11 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                       std::to_string(kSchemaVersion) + ": upgrade the operator");
   }
   if (mode == TableMode::kStatus) {
-    upgrade_status_table(tx, table, options.shard_count, result.from_version, result);
+    upgrade_status_table(tx, table, options.shard_count, payload, result.from_version, result);
   } else if (meta) {
     upgrade_log_table(tx, table, result.from_version, result);
   } else {
-    create_log_table(tx, table, options.shard_count, options.partition_xids);
+    create_log_table(tx, table, options.shard_count, options.partition_xids, payload);
     tx.exec_params("INSERT INTO " + outbox_meta(table) +
                        " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
                        "$2, $3, 'log', $4)",
@@ -455,8 +526,8 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
   {
     pqxx::nontransaction tx(conn);
     auto cols = tx.exec_params(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND "
-        "table_name = $2",
+        "SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = $1 "
+        "AND table_name = $2",
         table.schema(), table.table());
     if (cols.empty()) {
       throw SchemaError("table " + table.plain() +
@@ -496,6 +567,9 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
       require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
       for (const auto& r : cols) {
         info.headers = info.headers || r[0].as<std::string>() == "headers";
+        if (r[0].as<std::string>() == "payload") {
+          info.payload = payload_type_of(r[1].as<std::string>()).value_or(PayloadType::kJson);
+        }
       }
     }
   }

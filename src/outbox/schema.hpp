@@ -29,6 +29,16 @@ std::string mode_name(TableMode mode);  // "status" or "log"
 // Throws std::invalid_argument for anything but "status" or "log".
 TableMode parse_mode(const std::string& text);
 
+// The payload column's type, fixed when the table is created. Json (jsonb, the default):
+// validated by PostgreSQL on insert. Text: any text. Bytes (bytea): Avro or Protobuf in
+// Confluent's wire format, published byte for byte.
+enum class PayloadType { kJson, kText, kBytes };
+std::string payload_sql_type(PayloadType type);  // "jsonb", "text" or "bytea"
+// From a column's type name: json/jsonb, text/varchar/bpchar, bytea; else nullopt.
+std::optional<PayloadType> payload_type_of(const std::string& sql_type);
+// From --payload: "json", "text" or "bytes"; throws std::invalid_argument otherwise.
+PayloadType parse_payload_type(const std::string& text);
+
 // Transaction ids per partition of a log-mode table when migrate is not told otherwise.
 inline constexpr std::int64_t kDefaultPartitionXids = 10'000'000;
 
@@ -43,6 +53,8 @@ struct MigrateOptions {
   // Only for a new table; nullopt: status, or whatever an existing table has.
   std::optional<TableMode> mode;
   std::int64_t partition_xids = kDefaultPartitionXids;  // log mode only
+  // Only for a new table; an existing table of another payload type is a SchemaError.
+  std::optional<PayloadType> payload;
 };
 
 // Creates or upgrades the outbox table, its indexes, NOTIFY trigger and enqueue
@@ -54,7 +66,8 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                         const MigrateOptions& options);
 inline MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                                int shard_count = kDefaultShardCount) {
-  return migrate(conn, table, MigrateOptions{shard_count, std::nullopt, kDefaultPartitionXids});
+  return migrate(conn, table,
+                 MigrateOptions{shard_count, std::nullopt, kDefaultPartitionXids, std::nullopt});
 }
 
 // Facts the relay reads at start-up; throws SchemaError naming what is missing.
@@ -64,6 +77,7 @@ struct TableInfo {
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;  // log mode: transaction ids per partition
   bool headers = false;             // has the headers column (version 4)
+  PayloadType payload = PayloadType::kJson;
   // An adopted table (migrate --adopt): the relay reads its copy, <table>_relay,
   // which the facts above describe; `columns` as the table was adopted.
   std::optional<TableName> adopted_into;

@@ -22,7 +22,7 @@ void splice(std::string& sql, const std::string& param, const std::string& value
 
 ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table,
                            const ClaimOptions& options)
-    : conn_(conn) {
+    : conn_(conn), payload_hex_(options.bytes) {
   const std::string q = table.quoted();
   // blocked: the earliest retrying event of each key, due or not; computed once
   // per claim from the tiny "_retrying" index (MATERIALIZED keeps the planner from
@@ -33,7 +33,8 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table,
   // its key's later events are claimed once it is marked sent or FAILED. e: candidates in id order
   // from the "_pending" index, which stays small however many sent rows the table holds.
   const std::string select =
-      "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, e.payload::text, "
+      "SELECT e.id, e.event_id::text, e.biz_type, e.biz_id, " + payload_column("e", options.bytes) +
+      ", "
       "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
       std::string(options.headers ? "e.headers::text" : "NULL::text") +
       ", e.retry_count, e.shard FROM " + q + " e WHERE e.status = " + kPending +
@@ -117,18 +118,39 @@ std::vector<OutboxEvent> ClaimQueries::claim_batch(const std::vector<int>& shard
   auto rows = tx.exec(sql);
   events.reserve(rows.size());
   for (const auto& r : rows) {
-    events.push_back(read_event(r));
+    events.push_back(read_event(r, payload_hex_));
   }
   return events;
 }
 
-OutboxEvent read_event(const pqxx::row& r) {
+std::string payload_column(const std::string& a, bool bytes) {
+  return bytes ? "encode(" + a + ".payload, 'hex')" : a + ".payload::text";
+}
+
+namespace {
+
+int hex_digit(char c) {
+  return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+// PostgreSQL's encode(..., 'hex'): two lower-case digits per byte.
+std::string from_hex(const std::string& hex) {
+  std::string bytes(hex.size() / 2, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>(hex_digit(hex[2 * i]) * 16 + hex_digit(hex[2 * i + 1]));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+OutboxEvent read_event(const pqxx::row& r, bool payload_hex) {
   OutboxEvent e;
   e.id = r[0].as<std::int64_t>();
   e.event_id = r[1].as<std::string>();
   e.biz_type = r[2].as<std::string>();
   e.biz_id = r[3].as<std::string>();
-  e.payload = r[4].as<std::string>();
+  e.payload = payload_hex ? from_hex(r[4].as<std::string>()) : r[4].as<std::string>();
   e.created_at = r[5].as<std::string>();
   e.headers = r[6].as<std::string>("");
   e.retry_count = r[7].as<int>();

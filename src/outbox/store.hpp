@@ -110,11 +110,15 @@ struct ClaimOptions {
   // false (spec.relay.ordering None): an event waiting for its retry holds back
   // nothing; later events of its key are claimed as if it were not there.
   bool per_key_order = true;
+  bool bytes = false;  // a bytea payload: read hex-encoded, decoded to the bytes
 };
 
 // An event from a claim's first nine columns: id, event_id, biz_type, biz_id,
 // payload, created_at (RFC 3339), headers, retry_count, shard (both modes select them so).
-OutboxEvent read_event(const pqxx::row& r);
+// `payload_hex`: column 4 is hex (a bytea payload's encode(payload, 'hex')).
+OutboxEvent read_event(const pqxx::row& r, bool payload_hex = false);
+// The SQL that selects a claim's payload column of alias `a` as text.
+std::string payload_column(const std::string& a, bool bytes);
 
 // The "<table>_waiting" entries of one session (the same in both modes).
 class WaitingList {
@@ -149,6 +153,7 @@ class ClaimQueries : public EventClaims {
  private:
   pqxx::connection& conn_;
   std::string claim_sql_;
+  bool payload_hex_ = false;  // ClaimOptions::bytes
 };
 
 // The SQL side of the relay: mark, reschedule, measure (and claim, for callers with

@@ -314,6 +314,12 @@ TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
   EXPECT_EQ(schema_job_name(managed, opts), name) << "stable for the same spec and image";
   EXPECT_NE(schema_job_name(managed, RenderOptions{"img:2", ""}), name) << "a new image reruns it";
   EXPECT_NE(schema_job_name(relay({{"database", {{"manageSchema", true}}}}), opts), name);
+  const Json bytes = jobs(
+      render_relay(relay({{"database", {{"manageSchema", true}, {"payload", "Bytes"}}}}), opts))[0];
+  EXPECT_NE(bytes.at("/spec/template/spec/containers/0/args"_json_pointer)
+                .dump()
+                .find("\"--payload=bytes\""),
+            std::string::npos);
 }
 
 // Kubernetes expands $(VAR) in args from the container's environment, which holds

@@ -30,7 +30,7 @@ struct LogTable {
   explicit LogTable(std::int64_t partition_xids = 100'000)
       : dsn(testbed::postgres_dsn()), table(TableName::parse(testbed::unique_name("log"))) {
     pqxx::connection conn(dsn);
-    migrate(conn, table, MigrateOptions{kShards, TableMode::kLog, partition_xids});
+    migrate(conn, table, MigrateOptions{kShards, TableMode::kLog, partition_xids, std::nullopt});
   }
   void insert(pqxx::transaction_base& tx, const std::string& key, int seq) {
     enqueue(tx, table, "order", key, "{\"seq\": " + std::to_string(seq) + "}");
@@ -102,10 +102,11 @@ TEST(LogSchema, MigrateMakesAPartitionedTableWithProgressRetryAndAStatusView) {
       tx.exec("SELECT count(*) FROM " + t.table.quoted_with_suffix("_progress"))[0][0].as<int>(),
       kShards);
   tx.abort();
-  MigrationResult again = migrate(conn, t.table, MigrateOptions{kShards, std::nullopt, 100'000});
+  MigrationResult again =
+      migrate(conn, t.table, MigrateOptions{kShards, std::nullopt, 100'000, std::nullopt});
   EXPECT_TRUE(again.applied.empty()) << "idempotent";
   try {
-    migrate(conn, t.table, MigrateOptions{kShards, TableMode::kStatus, 100'000});
+    migrate(conn, t.table, MigrateOptions{kShards, TableMode::kStatus, 100'000, std::nullopt});
     FAIL() << "a table's mode is fixed";
   } catch (const SchemaError& e) {
     EXPECT_NE(std::string(e.what()).find("log mode"), std::string::npos) << e.what();
@@ -122,7 +123,8 @@ TEST(LogSchema, AVersion3TableNeedsNoHeadersAndMigrateAddsThem) {
       t.table.quoted_with_suffix("_retry") + " DROP COLUMN headers; UPDATE " +
       outbox_meta(t.table) + " SET version = 3 WHERE table_name = '" + t.table.table() + "'");
   EXPECT_FALSE(inspect_table(conn, t.table).headers);
-  MigrationResult r = migrate(conn, t.table, MigrateOptions{kShards, TableMode::kLog, 100'000});
+  MigrationResult r =
+      migrate(conn, t.table, MigrateOptions{kShards, TableMode::kLog, 100'000, std::nullopt});
   ASSERT_EQ(r.applied.size(), 1u);
   EXPECT_NE(r.applied[0].find("v4"), std::string::npos);
   EXPECT_TRUE(inspect_table(conn, t.table).headers);

@@ -120,6 +120,23 @@ TEST(Schema, MigrateUpgradesAVersion1Table) {
   OutboxStore(conn, t.table).set_waiting(true);  // the waiting table is back
 }
 
+// The payload column's type is fixed at creation: asking again for another is refused,
+// asking for the same (or nothing) is not.
+TEST(Schema, AnotherPayloadTypeForAnExistingTableIsRefused) {
+  OutboxTestTable t;  // jsonb
+  pqxx::connection conn(t.dsn);
+  EXPECT_EQ(inspect_table(conn, t.table).payload, PayloadType::kJson);
+  try {
+    migrate(conn, t.table,
+            MigrateOptions{16, std::nullopt, kDefaultPartitionXids, PayloadType::kBytes});
+    FAIL() << "a jsonb table accepted --payload bytes";
+  } catch (const SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("has a jsonb payload"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(migrate(
+      conn, t.table, MigrateOptions{16, std::nullopt, kDefaultPartitionXids, PayloadType::kJson}));
+}
+
 TEST(Schema, AStatusTableAtVersion2WithoutHeadersNeedsNoMigrationToRun) {
   OutboxTestTable t;
   pqxx::connection conn(t.dsn);

@@ -60,6 +60,39 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
             std::string::npos);
 }
 
+// migrate --payload text and bytes: a text that is no JSON, and Avro in Confluent's wire
+// format (magic byte 0, a 4-byte schema id, then bytes including 0x00 and 0xff), reach
+// Kafka byte for byte; a jsonb payload keeps PostgreSQL's normalised JSON text.
+TEST(Relay, PayloadsOfEveryColumnTypeArePublishedByteForByte) {
+  const std::string wire("\x00\x00\x00\x00\x2a\x02\x06\x66\x6f\x6f\x00\xff\x80", 13);
+  const std::string text = "plain text, not JSON: caf\xc3\xa9 ok";
+  for (const auto& [type, payload] : std::vector<std::pair<PayloadType, std::string>>{
+           {PayloadType::kBytes, wire}, {PayloadType::kText, text}}) {
+    OutboxTestTable t;
+    const TableName table = TableName::parse(testbed::unique_name("payload"));
+    pqxx::connection conn(t.dsn);
+    migrate(conn, table, MigrateOptions{16, testing::table_mode(), kDefaultPartitionXids, type});
+    EXPECT_EQ(inspect_table(conn, table).payload, type);
+    {
+      pqxx::work tx(conn);
+      const std::string insert = "INSERT INTO " + table.quoted() +
+                                 " (biz_type, biz_id, payload) VALUES ('order', 'k', $1)";
+      if (type == PayloadType::kBytes) {
+        tx.exec_params(insert, pqxx::binarystring(wire));
+      } else {
+        tx.exec_params(insert, text);
+      }
+      tx.commit();
+    }
+    auto c = t.relay_config();
+    c.table = table.plain();
+    ThreadRelay relay(c);
+    auto got = consume_all({t.topic}, 1, 30s, 1s);
+    ASSERT_EQ(got.size(), 1u) << payload_sql_type(type);
+    EXPECT_EQ(got[0].payload, payload) << payload_sql_type(type);
+  }
+}
+
 // The row's headers column (a service's W3C trace context) reaches consumers as
 // Kafka headers; the relay's own three stay the relay's. A headers value that is
 // no object can never become headers: that event is FAILED alone, its key's
