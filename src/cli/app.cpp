@@ -73,7 +73,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (!configure_logging(log_level, log_format)) {
+  if (!configure_logging(log_level, log_format, log_fields_from_environment())) {
     std::cerr << "invalid --log-level or --log-format\n";
     return 2;
   }

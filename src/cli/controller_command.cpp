@@ -8,6 +8,7 @@
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
 #include "common/identity.hpp"
+#include "common/log.hpp"
 #include "controller/controller.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
@@ -115,6 +116,8 @@ controller::ControllerOptions controller_options(const ControllerFlags& flags) {
   controller::ControllerOptions options;
   options.namespaces = split_list(flags.namespaces);
   options.render.relay_image = flags.relay_image;
+  options.render.log_level = logging_level();
+  options.render.log_format = logging_format();
   options.workers = flags.workers;
   options.secret_retry = parse_duration(flags.secret_recheck);
   options.not_ready_recheck = parse_duration(flags.not_ready_recheck);

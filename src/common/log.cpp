@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include <spdlog/pattern_formatter.h>
@@ -86,18 +87,50 @@ std::string conninfo_value(std::string_view value) {
   return out;
 }
 
+// What configure_logging was last given.
+std::string g_level = "info";
+std::string g_format = "text";
+
 }  // namespace
 
-bool configure_logging(std::string_view level, std::string_view format) {
+std::string logging_level() {
+  return g_level;
+}
+
+std::string logging_format() {
+  return g_format;
+}
+
+LogFields log_fields_from_environment() {
+  LogFields fields;
+  for (const auto& [variable, field] : {std::pair{"OUTBOX_LOG_NAMESPACE", "namespace"},
+                                        std::pair{"OUTBOX_LOG_OUTBOXRELAY", "outboxrelay"},
+                                        std::pair{"OUTBOX_LOG_REPLICA", "replica"}}) {
+    if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') {
+      fields.emplace_back(field, value);
+    }
+  }
+  return fields;
+}
+
+bool configure_logging(std::string_view level, std::string_view format, const LogFields& fields) {
   auto lvl = spdlog::level::from_str(std::string(level));
   if (lvl == spdlog::level::off && level != "off") {
     return false;
   }
   std::unique_ptr<spdlog::pattern_formatter> formatter;
   if (format == "json") {
+    // Constant fields, escaped once here; spdlog patterns treat % specially.
+    std::string extra;
+    for (const auto& [name, value] : fields) {
+      std::string pair = "," + nlohmann::json(name).dump() + ":" + nlohmann::json(value).dump();
+      for (char c : pair) {
+        extra += c == '%' ? std::string("%%") : std::string(1, c);
+      }
+    }
     formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
     formatter->add_flag<JsonMessageFlag>('*').set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":%*})");
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":%*)" + extra + "}");
   } else if (format == "text") {
     formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<OneLineMessageFlag>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %*");
@@ -111,6 +144,8 @@ bool configure_logging(std::string_view level, std::string_view format) {
   logger->set_formatter(std::move(formatter));
   logger->set_level(lvl);
   spdlog::set_default_logger(logger);
+  g_level = std::string(level);
+  g_format = std::string(format);
   return true;
 }
 

@@ -2,12 +2,26 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace outbox {
 
 // Configures spdlog once per process: level from a name ("info", "debug", ...),
 // and "json" or "text" output. Unknown names are a usage error, reported by the caller.
-bool configure_logging(std::string_view level, std::string_view format);
+// `fields` go into every JSON line after the message (namespace, outboxrelay, replica:
+// what a log pipeline filters one resource's pods by).
+using LogFields = std::vector<std::pair<std::string, std::string>>;
+bool configure_logging(std::string_view level, std::string_view format,
+                       const LogFields& fields = {});
+// What configure_logging was last given ("info", "text" before it ran): the operator
+// hands its own settings to the pods it starts.
+std::string logging_level();
+std::string logging_format();
+// The fields the environment names: OUTBOX_LOG_NAMESPACE, OUTBOX_LOG_OUTBOXRELAY and
+// OUTBOX_LOG_REPLICA become namespace, outboxrelay and replica (the operator sets them
+// in the relay and job pods).
+LogFields log_fields_from_environment();
 
 // A libpq DSN (key=value or URI form) rewritten as key=value with every secret
 // (password, sslpassword) shown as "***", so that a connection string can appear

@@ -110,6 +110,20 @@ Json dsn_env(const Json& relay) {
                            {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}}});
 }
 
+// The DSN, and the operator's own log settings with the fields every JSON line of the pod
+// then carries: its namespace, OutboxRelay and pod name (common/log.hpp).
+Json pod_env(const Json& relay, const PodSettings& pod) {
+  Json env = dsn_env(relay);
+  env.push_back({{"name", "OUTBOX_LOG_LEVEL"}, {"value", pod.log_level}});
+  env.push_back({{"name", "OUTBOX_LOG_FORMAT"}, {"value", pod.log_format}});
+  env.push_back({{"name", "OUTBOX_LOG_NAMESPACE"},
+                 {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}});
+  env.push_back({{"name", "OUTBOX_LOG_OUTBOXRELAY"}, {"value", relay.at("metadata").at("name")}});
+  env.push_back({{"name", "OUTBOX_LOG_REPLICA"},
+                 {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
+  return env;
+}
+
 // Where the pods see TLS and authentication Secrets: only the keys the spec names, under fixed
 // file names the relay's flags point at (Strimzi's key names by default, see the CRD).
 const char kKafkaCaDir[] = "/etc/outbox/kafka-ca";
@@ -240,17 +254,17 @@ std::string report_status_arg(const Json& relay) {
 
 // `kafka`: the container reads the Kafka Secrets' files (the relay and compensation do; the
 // cleanup job never talks to Kafka).
-Json container(const Json& relay, const std::string& name, const std::string& image,
+Json container(const Json& relay, const std::string& name, const PodSettings& pod,
                std::vector<std::string> args, bool kafka) {
   Json mounts = Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}});
   for (const KafkaMount& m : kafka ? kafka_mounts(relay) : std::vector<KafkaMount>{}) {
     mounts.push_back({{"name", m.volume}, {"mountPath", m.path}, {"readOnly", true}});
   }
   return {{"name", name},
-          {"image", image},
+          {"image", pod.image},
           {"imagePullPolicy", "IfNotPresent"},
           {"args", args},
-          {"env", dsn_env(relay)},
+          {"env", pod_env(relay, pod)},
           {"securityContext", container_security_context()},
           // A container that exits with nothing written to the message file leaves the tail
           // of its log there instead: the operator quotes its last line in the Ready condition.
@@ -325,9 +339,9 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
 
 // A job's container: as container(), with the relay's resources (a namespace with a
 // ResourceQuota admits no pod without them). Only `compensate` talks to Kafka.
-Json container_for_job(const Json& relay, const std::string& name, const std::string& image,
+Json container_for_job(const Json& relay, const std::string& name, const PodSettings& pod,
                        std::vector<std::string> args) {
-  Json c = container(relay, name, image, std::move(args), name == "compensate");
+  Json c = container(relay, name, pod, std::move(args), name == "compensate");
   if (relay.contains("/spec/relay/resources"_json_pointer)) {
     c["resources"] = relay.at("/spec/relay/resources"_json_pointer);
   }
@@ -437,10 +451,10 @@ struct TemplateHashes {
   std::string secrets;
 };
 
-Json deployment(const Json& relay, const RelayNames& names, const std::string& image,
+Json deployment(const Json& relay, const RelayNames& names, const PodSettings& settings,
                 const std::vector<std::string>& args, int replicas, const TemplateHashes& hashes) {
   const std::string name = relay.at("metadata").at("name");
-  Json relay_container = container(relay, "relay", image, args, true);
+  Json relay_container = container(relay, "relay", settings, args, true);
   relay_container["ports"] =
       Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
   relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
@@ -468,7 +482,7 @@ Json deployment(const Json& relay, const RelayNames& names, const std::string& i
             {"template", std::move(pod)}}}};
 }
 
-Json compensation_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
+Json compensation_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"compensate"};
   for (auto& a : publish_args(relay)) {
@@ -481,10 +495,10 @@ Json compensation_cron_job(const Json& relay, const RelayNames& names, const std
   args.push_back(report_status_arg(relay));
   return cron_job(relay, names, names.compensation, "compensation",
                   value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
-                  container_for_job(relay, "compensate", image, args));
+                  container_for_job(relay, "compensate", pod, args));
 }
 
-Json retention_cron_job(const Json& relay, const RelayNames& names, const std::string& image) {
+Json retention_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"cleanup"};
   for (std::string& arg : table_args(spec)) {
@@ -500,7 +514,7 @@ Json retention_cron_job(const Json& relay, const RelayNames& names, const std::s
   args.push_back(report_status_arg(relay));
   return cron_job(relay, names, names.retention, "retention",
                   value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
-                  container_for_job(relay, "cleanup", image, args));
+                  container_for_job(relay, "cleanup", pod, args));
 }
 
 // `migrate` for the spec's table: --adopt with the columns of an adopted table, the
@@ -531,9 +545,9 @@ std::vector<std::string> migrate_args(const Json& spec) {
 // The Job behind schema_job_name(). Never rerun by the Job controller beyond a few
 // tries: migrate is idempotent, and a table it cannot create needs a person.
 Json schema_job(const Json& relay, const RelayNames& names, const std::string& name,
-                const std::string& image) {
+                const PodSettings& settings) {
   Json labels = labels_for(relay.at("metadata").at("name"), "schema");
-  Json container = container_for_job(relay, "migrate", image, migrate_args(relay.at("spec")));
+  Json container = container_for_job(relay, "migrate", settings, migrate_args(relay.at("spec")));
   Json pod = {{"metadata", {{"labels", labels}}},
               {"spec", pod_spec(relay, names, std::move(container), true)}};
   apply_pod_template(relay, pod);
@@ -637,7 +651,7 @@ std::vector<std::string> relay_args(const Json& relay) {
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   try {
     const RelayNames names(relay.at("metadata").at("name").get<std::string>());
-    const std::string image = image_of(relay, options);
+    const PodSettings pod{image_of(relay, options), options.log_level, options.log_format};
     const std::vector<std::string> args = relay_args(relay);
     const std::string conf = relay_config(relay, args);
     const int replicas = desired_replicas(relay);
@@ -648,14 +662,14 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
         {&owned::role_bindings, role_binding(relay, names)},
         {&owned::config_maps, config_map(relay, names, conf)},
         {&owned::deployments,
-         deployment(relay, names, image, args, replicas,
+         deployment(relay, names, pod, args, replicas,
                     {stable_hash(conf), stable_hash(options.secret_versions)})},
-        {&owned::cron_jobs, compensation_cron_job(relay, names, image)},
-        {&owned::cron_jobs, retention_cron_job(relay, names, image)},
+        {&owned::cron_jobs, compensation_cron_job(relay, names, pod)},
+        {&owned::cron_jobs, retention_cron_job(relay, names, pod)},
         {&owned::services, metrics_service(relay, names)},
     };
     if (const std::string job = schema_job_name(relay, options); !job.empty()) {
-      out.objects.push_back({&owned::jobs, schema_job(relay, names, job, image)});
+      out.objects.push_back({&owned::jobs, schema_job(relay, names, job, pod)});
     }
     out.pdb_name = names.deployment;
     out.wants_pdb = replicas > 1;

@@ -60,6 +60,9 @@ struct RenderOptions {
   std::string relay_image;  // OUTBOX_RELAY_IMAGE, unless spec.relay.image is set
   // "<name>=<resourceVersion>" of every Secret the pods read, in a fixed order.
   std::string secret_versions;
+  // The operator's own --log-level and --log-format, handed to every pod it starts.
+  std::string log_level = "info";
+  std::string log_format = "text";
 };
 
 // With spec.database.manageSchema, the name of the Job that runs `migrate` for the spec as it
@@ -70,6 +73,13 @@ std::string schema_job_name(const Json& relay, const RenderOptions& options);
 
 // Label selector string of the relay pods (status.relay.selector, for the scale subresource).
 std::string relay_selector(const std::string& relay_name);
+
+// What every container the operator renders shares: its image and log settings.
+struct PodSettings {
+  std::string image;
+  std::string log_level;
+  std::string log_format;
+};
 
 struct OwnedObject {
   const kube::Resource* resource;

@@ -89,6 +89,11 @@ std::string pod_detail(const Json& pod) {
       if (auto nl = m.rfind('\n'); nl != std::string::npos) {
         m = m.substr(nl + 1);
       }
+      // A pod that logs JSON (the operator's log format): its message, not the record.
+      if (const Json line = Json::parse(m, nullptr, false);
+          line.is_object() && line.contains("msg") && line.at("msg").is_string()) {
+        m = line.at("msg").get<std::string>();
+      }
       if (!m.empty()) {
         out += ": " + m;
       }

@@ -27,14 +27,15 @@ const std::string kAwkward = "quote \" backslash \\ tab \t newline \n second lin
 
 // Logs the messages through configure_logging's logger (stderr) and returns what
 // reached stderr, split into lines.
-std::vector<std::string> log_through_real_logger(const std::string& format) {
+std::vector<std::string> log_through_real_logger(const std::string& format,
+                                                 const LogFields& fields = {}) {
   char path[] = "/tmp/outbox-log-test-XXXXXX";
   const int fd = ::mkstemp(path);
   EXPECT_GE(fd, 0);
   std::fflush(stderr);
   const int saved = ::dup(2);
   ::dup2(fd, 2);
-  EXPECT_TRUE(configure_logging("info", format));
+  EXPECT_TRUE(configure_logging("info", format, fields));
   spdlog::error("database unreachable ({}): {}", redact_dsn(kTrickyDsn), kLibpqError);
   spdlog::warn("{}", kAwkward);
   spdlog::info("plain line");
@@ -49,6 +50,31 @@ std::vector<std::string> log_through_real_logger(const std::string& format) {
   }
   std::remove(path);
   return lines;
+}
+
+// The relay and job pods log which resource they serve in every JSON line, so a log
+// pipeline can filter one OutboxRelay; values are escaped (a % or a quote stays as is).
+TEST(Logging, EveryJsonLineCarriesTheFieldsItWasGiven) {
+  const LogFields fields = {
+      {"namespace", "shop"}, {"outboxrelay", "orders"}, {"replica", "orders-relay-7d9 \"%s\""}};
+  const auto lines = log_through_real_logger("json", fields);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& line : lines) {
+    nlohmann::json record;
+    ASSERT_NO_THROW(record = nlohmann::json::parse(line)) << line;
+    EXPECT_EQ(record.at("namespace"), "shop") << line;
+    EXPECT_EQ(record.at("outboxrelay"), "orders") << line;
+    EXPECT_EQ(record.at("replica"), "orders-relay-7d9 \"%s\"") << line;
+    EXPECT_TRUE(record.contains("msg")) << line;
+  }
+  EXPECT_EQ(logging_format(), "json");
+  setenv("OUTBOX_LOG_NAMESPACE", "shop", 1);
+  setenv("OUTBOX_LOG_REPLICA", "orders-relay-1", 1);
+  unsetenv("OUTBOX_LOG_OUTBOXRELAY");
+  EXPECT_EQ(log_fields_from_environment(),
+            (LogFields{{"namespace", "shop"}, {"replica", "orders-relay-1"}}));
+  unsetenv("OUTBOX_LOG_NAMESPACE");
+  unsetenv("OUTBOX_LOG_REPLICA");
 }
 
 TEST(Logging, EveryJsonLineParsesAndKeepsTheMessage) {

@@ -1,6 +1,7 @@
 // Rendering (relay_resources): spec -> owned objects, pure.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
 #include <algorithm>
@@ -75,8 +76,13 @@ TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
     const Json& args = c.at("args");
     EXPECT_NE(std::find(args.begin(), args.end(), "--kafka-config-dir=/etc/outbox/kafka"),
               args.end());
-    EXPECT_EQ(c.at("env").size(), 1u) << "only the DSN, from its secretKeyRef";
-    EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
+    std::vector<std::string> from_secrets;  // beside the log settings (not secrets)
+    for (const Json& e : c.at("env")) {
+      if (e.contains("/valueFrom/secretKeyRef"_json_pointer)) {
+        from_secrets.push_back(e.at("name"));
+      }
+    }
+    EXPECT_EQ(from_secrets, std::vector<std::string>{"OUTBOX_DSN"}) << "only the DSN";
     EXPECT_EQ(c.at("terminationMessagePolicy"), "FallbackToLogsOnError");
     EXPECT_EQ(c.dump().find("kafka-property"), std::string::npos) << c.dump();
   }
@@ -320,6 +326,36 @@ TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
                 .dump()
                 .find("\"--payload=bytes\""),
             std::string::npos);
+}
+
+// Every pod the operator starts logs as the operator does, and says in each JSON line which
+// namespace, OutboxRelay and pod it is (the downward API gives the last).
+TEST(RenderRelay, PodsGetTheOperatorsLogSettingsAndTheirIdentity) {
+  RenderOptions opts{"img:1", ""};
+  opts.log_level = "debug";
+  opts.log_format = "json";
+  RenderedRelay r = render_relay(relay({{"database", {{"manageSchema", true}}}}), opts);
+  for (const auto& o : r.objects) {
+    const std::string kind = o.object.at("kind");
+    if (kind != "Deployment" && kind != "CronJob" && kind != "Job") {
+      continue;
+    }
+    const Json spec = kind == "CronJob" ? o.object.at("/spec/jobTemplate/spec"_json_pointer)
+                                        : o.object.at("spec");
+    std::map<std::string, Json> env;
+    for (const Json& e : spec.at("/template/spec/containers/0/env"_json_pointer)) {
+      env[e.at("name")] = e.contains("value") ? e.at("value") : e.at("valueFrom");
+    }
+    const std::string name = o.object.at("/metadata/name"_json_pointer);
+    EXPECT_EQ(env["OUTBOX_LOG_LEVEL"], "debug") << name;
+    EXPECT_EQ(env["OUTBOX_LOG_FORMAT"], "json") << name;
+    EXPECT_EQ(env["OUTBOX_LOG_OUTBOXRELAY"], "orders") << name;
+    EXPECT_EQ(env["OUTBOX_LOG_NAMESPACE"].at("/fieldRef/fieldPath"_json_pointer),
+              "metadata.namespace")
+        << name;
+    EXPECT_EQ(env["OUTBOX_LOG_REPLICA"].at("/fieldRef/fieldPath"_json_pointer), "metadata.name")
+        << name;
+  }
 }
 
 // Kubernetes expands $(VAR) in args from the container's environment, which holds

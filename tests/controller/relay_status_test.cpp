@@ -159,6 +159,12 @@ TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
                                                      {"status", "False"},
                                                      {"reason", "Unschedulable"},
                                                      {"message", "0/1 nodes are available"}}})}};
+  Json crashed_json = waiting("CrashLoopBackOff", "back-off 40s");
+  crashed_json["lastState"]["terminated"] = {
+      {"exitCode", 1},
+      {"message",
+       R"({"ts":"2026-12-04T06:00:00.000Z","level":"error","msg":"relay: bad --shards","namespace":"shop"})"
+       "\n"}};
   Json leaving = pod("r-5", containers(waiting("ErrImagePull", "")));
   leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
   Json pods = {{"items", Json::array({
@@ -169,6 +175,7 @@ TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
                              pod("r-2", containers(waiting("ContainerCreating", ""))),
                              pod("r-3", containers(crashed)),
                              pod("r-4", unschedulable),
+                             pod("r-7", containers(crashed_json)),
                              // Going away: not the reason.
                              leaving,
                          })}};
@@ -181,6 +188,7 @@ TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
             "pod r-1: CreateContainerConfigError: couldn't find key dsn in Secret shop/db. "
             "pod r-3: CrashLoopBackOff: back-off 20s; last exit code 2: relay: bad --table. "
             "pod r-4: Unschedulable: 0/1 nodes are available. "
+            "pod r-7: CrashLoopBackOff: back-off 40s; last exit code 1: relay: bad --shards. "
             "relay pod r-6 reports: table public.outbox_event is not migrated: run migrate.");
   Json stale = fresh;
   stale["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
