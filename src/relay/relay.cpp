@@ -1,9 +1,13 @@
 #include "relay/relay.hpp"
 
+#include <cstdio>
+#include <ctime>
 #include <future>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -11,6 +15,7 @@
 #include "common/identity.hpp"
 #include "common/log.hpp"
 #include "common/stop.hpp"
+#include "common/version.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
@@ -23,6 +28,19 @@ using Clock = std::chrono::steady_clock;
 long long now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
       .count();
+}
+
+// created_at as the claim renders it (RFC 3339, UTC, microseconds); nullopt if not.
+std::optional<std::chrono::system_clock::time_point> parse_created_at(const std::string& text) {
+  std::tm tm{};
+  int micros = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &micros) != 7) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
 }
 
 }  // namespace
@@ -45,6 +63,14 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
       publish_latency(r.histogram("outbox_publish_latency_seconds",
                                   "From claim to the last delivery report of a batch",
                                   metrics::latency_buckets(), {{"table", table}})),
+      delivery_lag(r.histogram(
+          "outbox_delivery_lag_seconds",
+          "From an event's created_at (the database's clock at insert) to its delivery report "
+          "(the relay's clock): what a consumer waits; clock skew between the two shows in it",
+          {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+          {{"table", table}})),
+      build_info(r.gauge("outbox_build_info", "1, labelled with the binary's version",
+                         {{"table", table}, {"version", kVersion}})),
       pending(
           r.gauge("outbox_pending_events", "Pending events (database clock)", {{"table", table}})),
       failed_events(r.gauge("outbox_failed_events", "Events in FAILED", {{"table", table}})),
@@ -78,6 +104,7 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
     : config_(std::move(config)),
       table_(TableName::parse(config_.table)),
       metrics_(registry, table_.plain()) {
+  metrics_.build_info.set(1);
   if (config_.batch_size < 1) {
     throw std::invalid_argument("batch size must be at least 1");
   }
@@ -337,11 +364,25 @@ std::vector<OutboxEvent> Relay::claim_beside_write_back(Session& s, Pipeline& p,
 // may not see their failures yet (they stay pending; a claim after the write-back
 // holds the key back behind its retry). Inside one batch, send() keeps each key on
 // one topic, and the claim never puts a retry beside later events of its key.
+void Relay::observe_delivery_lag(const Settlement& settled) {
+  const auto now = std::chrono::system_clock::now();
+  const std::unordered_set<std::int64_t> delivered(settled.delivered.begin(),
+                                                   settled.delivered.end());
+  for (const OutboxEvent& e : settled.batch) {
+    if (delivered.count(e.id) != 0) {
+      if (const auto created = parse_created_at(e.created_at)) {
+        metrics_.delivery_lag.observe(std::chrono::duration<double>(now - *created).count());
+      }
+    }
+  }
+}
+
 void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                                  std::set<std::string> held, Clock::time_point claimed_at) {
   Settlement settled = publisher_->settle();
   metrics_.publish_latency.observe(
       std::chrono::duration<double>(Clock::now() - p.in_flight_since).count());
+  observe_delivery_lag(settled);
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {

@@ -48,6 +48,8 @@ struct RelayMetrics {
   metrics::Counter& order_anomalies;
   metrics::Histogram& batch_size;
   metrics::Histogram& publish_latency;
+  metrics::Histogram& delivery_lag;  // created_at (database clock) to the delivery report
+  metrics::Gauge& build_info;
   metrics::Gauge& pending;
   metrics::Gauge& failed_events;
   metrics::Gauge& stuck;
@@ -132,6 +134,8 @@ class Relay {
   void keep_up(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
   std::vector<OutboxEvent> claim_beside_write_back(Session& s, Pipeline& p, bool claim);
+  // outbox_delivery_lag_seconds for every event the settlement delivered.
+  void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                             std::set<std::string> held,
                             std::chrono::steady_clock::time_point claimed_at);

@@ -55,8 +55,18 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   pqxx::connection conn(t.dsn);
   auto row = pqxx::nontransaction(conn).exec("SELECT event_id::text FROM " + t.events());
   EXPECT_EQ(got[0].headers.at("event_id"), row[0][0].as<std::string>());
-  EXPECT_NE(relay.registry().render().find("outbox_events_published_total{table=\"" +
-                                           t.table.plain() + "\"} 1"),
+  const std::string metrics = relay.registry().render();
+  EXPECT_NE(metrics.find("outbox_events_published_total{table=\"" + t.table.plain() + "\"} 1"),
+            std::string::npos);
+  // Commit-to-acknowledgement lag, one observation, well under the test's 30 s.
+  EXPECT_NE(metrics.find("outbox_delivery_lag_seconds_count{table=\"" + t.table.plain() + "\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("outbox_delivery_lag_seconds_bucket{table=\"" + t.table.plain() +
+                         "\",le=\"30\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("outbox_build_info{table=\"" + t.table.plain() + "\",version=\""),
             std::string::npos);
 }
 
