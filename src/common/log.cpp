@@ -123,9 +123,16 @@ bool configure_logging(std::string_view level, std::string_view format, const Lo
     // Constant fields, escaped once here; spdlog patterns treat % specially.
     std::string extra;
     for (const auto& [name, value] : fields) {
-      std::string pair = "," + nlohmann::json(name).dump() + ":" + nlohmann::json(value).dump();
+      // Appended piece by piece: GCC 12's -O3 sees a false overlap in "," + std::string&&.
+      std::string pair(1, ',');
+      pair += nlohmann::json(name).dump();
+      pair += ':';
+      pair += nlohmann::json(value).dump();
       for (char c : pair) {
-        extra += c == '%' ? std::string("%%") : std::string(1, c);
+        extra += c;
+        if (c == '%') {
+          extra += '%';
+        }
       }
     }
     formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);

@@ -3,6 +3,7 @@
 // the controller-manager's Deployment, Job, CronJob and garbage collectors at work. Each test
 // asserts an outcome a platform team relies on, with events consumed back from Kafka.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -165,6 +166,56 @@ TEST(Cluster, AManagedSchemaIsCreatedByAJobBeforeTheRelaysPublish) {
     tx.commit();
   }
   EXPECT_EQ(r.delivery_problem(100), "");
+}
+
+// operator/samples/debezium.yaml on the node, with manageSchema: a table in Debezium's shape,
+// written by plain INSERTs that never heard of this project, is adopted by the operator's Job
+// (migrate --adopt with the sample's columns) and relayed to Debezium's topic names with the
+// service's ids, per-key order and its trace context from tracingspancontext.
+TEST(Cluster, TheDebeziumSampleRelaysAnUnchangedTableWithItsTraceContext) {
+  RelayUnderTest r("cl-dbz");
+  const TableName table = TableName::parse(outbox::testbed::unique_name("dbz"));
+  pqxx::connection conn(r.table.dsn);
+  pqxx::nontransaction(conn).exec(
+      "CREATE TABLE " + table.quoted() +
+      " (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT "
+      "NULL, type varchar(255) NOT NULL, payload jsonb, timestamp timestamp NOT NULL DEFAULT "
+      "now(), tracingspancontext varchar(256))");
+  Json sample =
+      Json::parse(kubectl("create --dry-run=client -o json -f " + std::string(OUTBOX_SOURCE_DIR) +
+                          "/operator/samples/debezium.yaml"));
+  Json spec = sample.at("spec");
+  spec["database"]["dsnSecretRef"] = r.spec.at("/database/dsnSecretRef"_json_pointer);
+  spec["database"]["table"] = table.plain();
+  spec["database"]["manageSchema"] = true;
+  spec["kafka"]["bootstrapServers"] = node_env().pod_bootstrap;
+  spec["relay"] = r.spec.at("relay");
+  r.spec = Json::object();
+  r.apply(spec);
+  r.wait_ready(240s);
+  const std::string type = "order" + std::to_string(::getpid());
+  const int events = 60;
+  for (int i = 0; i < events; ++i) {
+    pqxx::work tx(conn);
+    const std::string key = "o-" + std::to_string(i % 6);
+    tx.exec_params("INSERT INTO " + table.quoted() +
+                       " (id, aggregatetype, aggregateid, type, payload, tracingspancontext) "
+                       "VALUES (gen_random_uuid(), $1, $2, 'OrderPaid', $3::jsonb, $4)",
+                   type, key, "{\"seq\": " + std::to_string(i) + ", \"key\": \"" + key + "\"}",
+                   "traceparent=00-" + std::string(32, 'c') + "-" + std::string(16, 'd') + "-01\n");
+    tx.commit();
+  }
+  auto got = outbox::testing::consume_all({"outbox.event." + type}, events, 120s, 2s);
+  EXPECT_EQ(outbox::testing::distinct_seqs(got), static_cast<std::size_t>(events));
+  EXPECT_EQ(outbox::testing::per_key_order_problem(got), "");
+  for (const auto& m : got) {
+    EXPECT_EQ(m.headers.at("traceparent"),
+              "00-" + std::string(32, 'c') + "-" + std::string(16, 'd') + "-01");
+  }
+  auto cols = pqxx::nontransaction(conn).exec_params(
+      "SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
+      table.schema(), table.table());
+  EXPECT_EQ(cols[0][0].as<int>(), 7) << "the service's table is unchanged";
 }
 
 TEST(Cluster, KilledRelayContainerAndDeletedPodAreReplacedWithNothingLost) {
