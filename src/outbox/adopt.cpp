@@ -26,6 +26,21 @@ std::string quoted_identifier(const std::string& name) {
   return "\"" + name + "\"";  // validated by ColumnMap::parse: [a-z0-9_] only
 }
 
+enum class Trigger { kMissing, kDisabled, kEnabled };
+
+std::string copy_trigger_name(const TableName& table);
+
+// The copy trigger on the adopted table, as pg_trigger has it.
+Trigger copy_trigger(pqxx::transaction_base& tx, const TableName& table) {
+  auto r = tx.exec_params(
+      "SELECT tgenabled <> 'D' FROM pg_trigger WHERE tgrelid = to_regclass(quote_ident($1) || "
+      "'.' || quote_ident($2)) AND tgname = $3",
+      table.schema(), table.table(), copy_trigger_name(table));
+  return r.empty()            ? Trigger::kMissing
+         : r[0][0].as<bool>() ? Trigger::kEnabled
+                              : Trigger::kDisabled;
+}
+
 std::string copy_trigger_name(const TableName& table) {
   return table.table() + "_relay_copy";
 }
@@ -143,11 +158,7 @@ void check_adopted(pqxx::transaction_base& tx, const TableName& table, const Col
     throw SchemaError(std::string(e.what()) + " (adopted as: " + columns.describe() +
                       "; fix the table or adopt it again: " + adopt_command(table, columns) + ")");
   }
-  auto trigger = tx.exec_params(
-      "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(quote_ident($1) || '.' || "
-      "quote_ident($2)) AND tgname = $3 AND tgenabled <> 'D'",
-      table.schema(), table.table(), copy_trigger_name(table));
-  if (trigger.empty()) {
+  if (copy_trigger(tx, table) != Trigger::kEnabled) {
     throw SchemaError(
         "table " + table.plain() + " has lost (or disabled) its trigger " +
         copy_trigger_name(table) +
@@ -194,25 +205,27 @@ MigrationResult adopt(pqxx::connection& conn, const TableName& table, const Adop
           relay.quoted() + " (" + targets + ") VALUES (" + values + "); RETURN NULL; END $f$");
   // Only the owner (the role that runs migrate) and the trigger call it.
   tx.exec("REVOKE ALL ON FUNCTION " + function + "() FROM PUBLIC");
-  auto trigger = tx.exec_params(
-      "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(quote_ident($1) || '.' || "
-      "quote_ident($2)) AND tgname = $3",
-      table.schema(), table.table(), copy_trigger_name(table));
-  if (trigger.empty()) {
+  // A disabled trigger (check_adopted names it) is enabled again, a missing one created.
+  if (const Trigger trigger = copy_trigger(tx, table); trigger != Trigger::kEnabled) {
     try {
-      tx.exec("CREATE TRIGGER " + quoted_identifier(copy_trigger_name(table)) +
-              " AFTER INSERT ON " + table.quoted() + " FOR EACH ROW EXECUTE FUNCTION " + function +
-              "()");
+      tx.exec(trigger == Trigger::kDisabled
+                  ? "ALTER TABLE " + table.quoted() + " ENABLE TRIGGER " +
+                        quoted_identifier(copy_trigger_name(table))
+                  : "CREATE TRIGGER " + quoted_identifier(copy_trigger_name(table)) +
+                        " AFTER INSERT ON " + table.quoted() + " FOR EACH ROW EXECUTE FUNCTION " +
+                        function + "()");
     } catch (const pqxx::sql_error& e) {
       if (e.sqlstate() == "55P03") {  // lock_not_available
         throw SchemaError("could not lock " + table.plain() + " for its trigger within " +
                           std::to_string(options.lock_timeout_ms) +
-                          " ms (a long transaction holds it); nothing changed, run adopt again");
+                          " ms (a long transaction holds it); " + relay.plain() +
+                          " is made but nothing is copied yet: run adopt again");
       }
       throw;
     }
-    result.applied.push_back("created trigger " + copy_trigger_name(table) + " on " +
-                             table.plain() + " (copies each new row into " + relay.plain() + ")");
+    result.applied.push_back(std::string(trigger == Trigger::kDisabled ? "enabled" : "created") +
+                             " trigger " + copy_trigger_name(table) + " on " + table.plain() +
+                             " (copies each new row into " + relay.plain() + ")");
   }
   std::vector<std::string> roles;
   std::vector<std::string> names;

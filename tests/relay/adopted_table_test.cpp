@@ -233,6 +233,12 @@ TEST(AdoptedTable, ALostTriggerIsNamedWithTheCommandThatRestoresIt) {
   }
   t.adopt_it(t.columns());
   EXPECT_NO_THROW(inspect_table(conn, t.table));
+  // A disabled trigger copies nothing either: named the same way, and adopt enables it.
+  pqxx::nontransaction(conn).exec("ALTER TABLE " + t.table.quoted() + " DISABLE TRIGGER \"" +
+                                  t.table.table() + "_relay_copy\"");
+  EXPECT_THROW(inspect_table(conn, t.table), SchemaError);
+  t.adopt_it(t.columns());
+  EXPECT_NO_THROW(inspect_table(conn, t.table));
 }
 
 }  // namespace
