@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config openssl python3 clang-format
   libboost-dev libboost-system-dev libssl-dev nlohmann-json3-dev libspdlog-dev
-  libyaml-cpp-dev libcli11-dev libpqxx-dev librdkafka-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libcli11-dev libpqxx-dev libgtest-dev libgmock-dev
+  # librdkafka 2.8 is built from source (scripts/librdkafka.sh): curl and what it links.
+  curl libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev
   postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven golang-go
   # The test bed's node: container runtime, pod network, image building without a registry.
   containerd runc containernetworking-plugins buildah debootstrap busybox-static socat

@@ -82,7 +82,7 @@ setup_pg_role() {
 
 # --- Kafka (KRaft, one combined broker+controller node) ----------------------------
 init_kafka() {
-  local d=$TESTBED_STATE/kafka lib port cport bport cid
+  local d=$TESTBED_STATE/kafka lib port cport bport tport sport psport cid
   rm -rf "$d" && mkdir -p "$d/data"
   lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka "$TESTBED_CACHE/kafka-$KAFKA_VERSION/mvn.log"
   echo "$lib" >"$d/lib"
@@ -96,17 +96,19 @@ init_kafka() {
   # KafkaUser of type tls: ca.crt, user.crt, user.key) and SCRAM-SHA-512 over TLS.
   tport=$(free_port) && echo "$tport" >"$d/tls_port"
   sport=$(free_port) && echo "$sport" >"$d/scram_port"
+  # SCRAM over TLS for pods too (advertised on the bridge; the broker's certificate names it).
+  psport=$(free_port) && echo "$psport" >"$d/pod_scram_port"
   kafka_pki "$d/pki" >"$d/pki.log" 2>&1 || abort kafka "$d/pki.log" "creating the test CA and certificates failed"
   cat >"$d/server.properties" <<EOC
 process.roles=broker,controller
 node.id=1
 # Static voter set: 'format' then needs no --standalone/--initial-controllers.
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,PODS://127.0.0.1:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,PODS://$POD_BRIDGE_IP:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,PODS://127.0.0.1:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport,PODSCRAM://127.0.0.1:$psport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,PODS://$POD_BRIDGE_IP:$bport,TLS://127.0.0.1:$tport,SCRAM://127.0.0.1:$sport,PODSCRAM://$POD_BRIDGE_IP:$psport
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL,PODSCRAM:SASL_SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=$d/pki/broker.pem
 ssl.truststore.type=PEM
@@ -114,6 +116,7 @@ ssl.truststore.location=$d/pki/ca.crt
 listener.name.tls.ssl.client.auth=required
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.scram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.podscram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$d/data
 num.partitions=3
 default.replication.factor=1
@@ -356,6 +359,8 @@ init_node() {
     [ ! -f "$TESTBED_STATE/pg/port" ] || echo "pg $POD_BRIDGE_IP $(cat "$TESTBED_STATE/pg/port") $(cat "$TESTBED_STATE/pg/port")"
     [ ! -f "$TESTBED_STATE/kafka/pod_port" ] ||
       echo "kafka $POD_BRIDGE_IP $(cat "$TESTBED_STATE/kafka/pod_port") $(cat "$TESTBED_STATE/kafka/pod_port")"
+    [ ! -f "$TESTBED_STATE/kafka/pod_scram_port" ] ||
+      echo "kafka-scram $POD_BRIDGE_IP $(cat "$TESTBED_STATE/kafka/pod_scram_port") $(cat "$TESTBED_STATE/kafka/pod_scram_port")"
   } >"$d/forwards"
   # The kubelet rewrites some kernel sysctls (protectKernelDefaults: false); ctl.sh puts
   # these values back when the node stops, and checks that IP forwarding never changed.
@@ -469,6 +474,8 @@ write_env() {
       [ ! -f "$s/pg/port" ] ||
         q OUTBOX_TEST_POD_PG_DSN "postgresql://outbox:$(cat "$s/pg/password")@$POD_BRIDGE_IP:$(cat "$s/pg/port")/outbox"
       [ ! -f "$s/kafka/pod_port" ] || q OUTBOX_TEST_POD_KAFKA_BOOTSTRAP "$POD_BRIDGE_IP:$(cat "$s/kafka/pod_port")"
+      [ ! -f "$s/kafka/pod_scram_port" ] ||
+        q OUTBOX_TEST_POD_KAFKA_SCRAM_BOOTSTRAP "$POD_BRIDGE_IP:$(cat "$s/kafka/pod_scram_port")"
     fi
   } >"$f"
   chmod 600 "$f"  # holds the database password

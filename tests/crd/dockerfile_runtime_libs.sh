@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR disable=SC2015
 # Unit: the Dockerfile's runtime stage installs every shared library the
-# binary needs. There is no Docker engine here, so the check works from the
+# binary needs (and the librdkafka the build stage builds from source needs). There is no Docker engine here, so the check works from the
 # built binary on this Debian bookworm host, the same release as the image:
 #  - each library the binary links directly (DT_NEEDED) resolves, with ldd, to
 #    a file of a Debian package that the runtime stage's `apt-get install`
@@ -72,11 +72,29 @@ while read -r soname _ path _; do
   [[ "$path" == /* ]] && path_of[$soname]=$path
 done < <(grep '=>' <<<"$ldd_out")
 
-mapfile -t needed < <(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+needed_of() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+mapfile -t needed < <(needed_of "$binary")
 [ ${#needed[@]} -gt 0 ] || die "$binary has no DT_NEEDED entries (static?)"
+# Libraries the build stage makes from source (scripts/librdkafka.sh into /usr/local) and
+# the runtime stage copies: not from a package, so what they link counts as linked directly.
+# The C++ library first: it links the C one, which the binary may not name itself.
+built_sonames=(librdkafka++.so.1 librdkafka.so.1)
+expect_contains "build stage builds librdkafka from source" "$build_stage" "scripts/librdkafka.sh /usr/local"
+expect_contains "runtime stage copies the build stage's /out" "$runtime_stage" "COPY --from=build /out/ /"
+expect_contains "runtime stage refreshes the loader cache for /usr/local/lib" "$runtime_stage" "RUN ldconfig"
+for so in "${built_sonames[@]}"; do
+  in_list "$so" "${needed[@]}" || continue
+  expect_contains "build stage puts $so into /out" "$build_stage" "/out/usr/local/lib/$so"
+  [ -n "${path_of[$so]:-}" ] || continue
+  for dep in $(needed_of "${path_of[$so]}"); do
+    [[ $dep == ld-linux* ]] && continue # the dynamic loader: libc6, in the base image
+    in_list "$dep" "${needed[@]}" || needed+=("$dep")
+  done
+done
 for so in "${needed[@]}"; do
   path=${path_of[$so]:-}
   if [ -z "$path" ]; then fail "direct dependency $so did not resolve"; continue; fi
+  if in_list "$so" "${built_sonames[@]}"; then pass "direct $so: built from source by the build stage"; continue; fi
   pkg=$(pkg_of "$path") || { fail "direct dependency $so ($path) is not from a Debian package"; continue; }
   if in_list "$pkg" "${runtime_pkgs[@]}"; then pass "direct $so from $pkg: installed by the runtime stage"
   elif in_list "$pkg" "${base_pkgs[@]}"; then pass "direct $so from $pkg: in the base image"
