@@ -29,6 +29,28 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   }
 };
 
+// The scoped fields of the logging thread (spdlog's stderr logger formats on the caller's
+// thread), innermost last.
+thread_local LogFields t_scoped_fields;
+
+// %& in the json pattern: the scoped fields as `,"name":value` pairs.
+class JsonScopedFieldsFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    for (const auto& [name, value] : t_scoped_fields) {
+      std::string pair(1, ',');
+      pair += nlohmann::json(name).dump();
+      pair += ':';
+      pair += nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      dest.append(pair.data(), pair.data() + pair.size());
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonScopedFieldsFlag>();
+  }
+};
+
 // %* in the text pattern: the message with control characters spelled out, so
 // one record stays one line (a multi-line libpq error would otherwise look like
 // several records, the later ones without time or level).
@@ -136,8 +158,9 @@ bool configure_logging(std::string_view level, std::string_view format, const Lo
       }
     }
     formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":%*)" + extra + "}");
+    formatter->add_flag<JsonMessageFlag>('*');
+    formatter->add_flag<JsonScopedFieldsFlag>('&').set_pattern(
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":%*)" + extra + "%&}");
   } else if (format == "text") {
     formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<OneLineMessageFlag>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %*");
@@ -154,6 +177,14 @@ bool configure_logging(std::string_view level, std::string_view format, const Lo
   g_level = std::string(level);
   g_format = std::string(format);
   return true;
+}
+
+ScopedLogField::ScopedLogField(std::string name, std::string value) {
+  t_scoped_fields.emplace_back(std::move(name), std::move(value));
+}
+
+ScopedLogField::~ScopedLogField() {
+  t_scoped_fields.pop_back();
 }
 
 std::string redact_dsn(std::string_view dsn) {

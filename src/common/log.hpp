@@ -14,6 +14,17 @@ namespace outbox {
 using LogFields = std::vector<std::pair<std::string, std::string>>;
 bool configure_logging(std::string_view level, std::string_view format,
                        const LogFields& fields = {});
+// A field the JSON lines this thread logs carry while it lives, after the constant ones: a line
+// about one event names it as `event_id`, so a log pipeline can follow an event. Text lines
+// do not show it (their message says it already).
+class ScopedLogField {
+ public:
+  ScopedLogField(std::string name, std::string value);
+  ~ScopedLogField();
+  ScopedLogField(const ScopedLogField&) = delete;
+  ScopedLogField& operator=(const ScopedLogField&) = delete;
+};
+
 // What configure_logging was last given ("info", "text" before it ran): the operator
 // hands its own settings to the pods it starts.
 std::string logging_level();

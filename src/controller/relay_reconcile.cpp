@@ -34,9 +34,19 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
 
   // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
   // loop) change nothing the informers see once the Deployment reports them unready: look
-  // again after a while, until they are ready.
-  if (update_status(*relay, std::nullopt, stop)) {
-    return {Outcome::kRequeueAfter, options_.not_ready_recheck};
+  // again after a while, until they are ready. Nor does anything mark the moment the relays'
+  // last backlog report turns stale: look again then.
+  const bool not_ready = update_status(*relay, std::nullopt, stop);
+  std::optional<std::chrono::milliseconds> recheck;
+  if (auto stale_in = backlog_report_turns_stale_in(relay->value("status", Json::object()),
+                                                    std::chrono::system_clock::now())) {
+    recheck = std::chrono::ceil<std::chrono::milliseconds>(*stale_in);
+  }
+  if (not_ready) {
+    recheck = recheck ? std::min(*recheck, options_.not_ready_recheck) : options_.not_ready_recheck;
+  }
+  if (recheck) {
+    return {Outcome::kRequeueAfter, *recheck};
   }
   return {};
 }

@@ -10,10 +10,10 @@
 namespace outbox::controller {
 namespace {
 
-Json condition(const Json& current_status, const std::string& type, bool status,
+// `value`: "True", "False" or "Unknown" (metav1.ConditionStatus).
+Json condition(const Json& current_status, const std::string& type, const std::string& value,
                const std::string& reason, const std::string& message, long long generation,
                const std::string& now) {
-  const std::string value = status ? "True" : "False";
   Json previous = find_condition(current_status, type);
   std::string since = now;
   if (previous.is_object() && previous.value("status", "") == value &&
@@ -117,7 +117,32 @@ struct Conditions {
 
   Json make(const std::string& type, bool status, const std::string& reason,
             const std::string& message) const {
-    return condition(current, type, status, reason, message, generation, now);
+    return condition(current, type, status ? "True" : "False", reason, message, generation, now);
+  }
+  Json make_unknown(const std::string& type, const std::string& reason,
+                    const std::string& message) const {
+    return condition(current, type, "Unknown", reason, message, generation, now);
+  }
+
+  // What a person must fix, if anything: the operator's own finding (a missing Secret, an
+  // invalid spec), else a relay pod's fresh report of its own (table not migrated, Kafka
+  // refused the credentials), else a failed schema migration.
+  std::optional<Problem> blocking_problem() const {
+    if (in.problem) {
+      return in.problem;
+    }
+    const Json reported = current.value("relayProblem", Json::object());
+    if (reported.is_object() && reported.contains("message") &&
+        relay_problem_fresh(reported, in.now)) {
+      return Problem{"RelayProblem", "Relay pod " + reported.value("pod", "?") +
+                                         " reports: " + reported.value("message", "")};
+    }
+    if (!in.schema_job_name.empty()) {
+      if (Json s = schema_ready(); s.at("reason") == "MigrationFailed") {
+        return Problem{"MigrationFailed", s.at("message")};
+      }
+    }
+    return std::nullopt;
   }
 
   std::string pods_ready() const {
@@ -125,11 +150,35 @@ struct Conditions {
   }
 
   Json degraded() const {
-    if (in.problem) {
-      return make("Degraded", true, in.problem->reason, in.problem->message);
+    if (const auto p = blocking_problem()) {
+      return make("Degraded", true, p->reason, p->message);
     }
     return make("Degraded", false, "AsExpected",
-                "All referenced Secrets exist and every owned object is applied.");
+                "All referenced Secrets exist, every owned object is applied and no relay "
+                "reports a problem.");
+  }
+
+  // kstatus: the operator cannot get the resource to its spec without a person.
+  Json stalled() const {
+    if (const auto p = blocking_problem()) {
+      return make("Stalled", true, p->reason, "Nothing changes until this is fixed: " + p->message);
+    }
+    return make("Stalled", false, "NoProblem", "Nothing blocks the reconciliation.");
+  }
+
+  // kstatus: the operator is still bringing what it owns to the spec (a rollout, a migration).
+  Json reconciling() const {
+    if (blocking_problem()) {
+      return make("Reconciling", false, "Stalled", "See the Stalled condition.");
+    }
+    if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
+      return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
+    }
+    if (!suspend && !rollout.complete) {
+      return make("Reconciling", true, "RollingOut",
+                  "The relay Deployment is rolling out: " + pods_ready());
+    }
+    return make("Reconciling", false, "Complete", "Everything the operator owns is up to date.");
   }
 
   Json progressing() const {
@@ -165,22 +214,31 @@ struct Conditions {
   }
 
   // The relay measures the backlog (status.backlog, its own field manager); the operator only
-  // judges it against spec.monitoring.stuckAfter.
-  Json stalled() const {
+  // judges it against spec.monitoring.stuckAfter, and says Unknown when nobody measures.
+  Json backlog_stuck() const {
     const std::string stuck_after = value_at<std::string>(spec, "/monitoring/stuckAfter", "10m");
     const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
     if (!current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
-      return make("Stalled", false, "NoBacklogReport", "No relay has reported the backlog yet.");
+      return make_unknown("BacklogStuck", "NoBacklogReport",
+                          "No relay has reported the backlog yet.");
+    }
+    const std::string measured = current.value("/backlog/measuredAt"_json_pointer, "");
+    if (!backlog_report_fresh(current, in.now)) {
+      return make_unknown("BacklogStuck", "NoRecentReport",
+                          "No relay has reported the backlog since " +
+                              (measured.empty() ? std::string("an unknown time") : measured) +
+                              " (they report every 15s); status.backlog is from then. Check "
+                              "that the relay pods run and reach the database.");
     }
     const double oldest = current.at("/backlog/oldestPendingSeconds"_json_pointer).get<double>();
     if (oldest > threshold) {
-      return make("Stalled", true, "EventsStuck",
+      return make("BacklogStuck", true, "EventsStuck",
                   "The oldest pending event is older than spec.monitoring.stuckAfter (" +
                       stuck_after +
                       "); see status.backlog. Check the relay's logs, Kafka and the "
                       "relay's outbox_kafka_up metric.");
     }
-    return make("Stalled", false, "BacklogFresh",
+    return make("BacklogStuck", false, "BacklogFresh",
                 "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").");
   }
 
@@ -257,6 +315,20 @@ std::optional<std::chrono::system_clock::time_point> parse_time(const std::strin
   return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
+bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_point now) {
+  const auto at = parse_time(status.value("/backlog/measuredAt"_json_pointer, ""));
+  return at && now - *at <= kBacklogReportStale;
+}
+
+std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(
+    const Json& status, std::chrono::system_clock::time_point now) {
+  const auto at = parse_time(status.value("/backlog/measuredAt"_json_pointer, ""));
+  if (!at || now - *at > kBacklogReportStale) {
+    return std::nullopt;
+  }
+  return *at + kBacklogReportStale - now + std::chrono::seconds(1);
+}
+
 bool relay_problem_fresh(const Json& relay_problem, std::chrono::system_clock::time_point now) {
   const auto at = parse_time(relay_problem.value("reportedAt", ""));
   return at && now - *at <= kRelayProblemFresh;
@@ -315,8 +387,8 @@ Json find_condition(const Json& status, const std::string& type) {
 
 Json compute_status(const StatusInputs& in) {
   const Conditions c(in);
-  Json conditions =
-      Json::array({c.ready(), c.progressing(), c.degraded(), c.stalled(), c.job_failed()});
+  Json conditions = Json::array({c.ready(), c.reconciling(), c.stalled(), c.progressing(),
+                                 c.degraded(), c.backlog_stuck(), c.job_failed()});
   if (!in.schema_job_name.empty()) {
     conditions.push_back(c.schema_ready());
   }

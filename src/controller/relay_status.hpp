@@ -43,6 +43,18 @@ inline constexpr std::chrono::seconds kRelayProblemFresh{60};
 std::string not_ready_detail(const Json& pods, const Json& relay_status,
                              std::chrono::system_clock::time_point now);
 
+// A relay reports the backlog every 15 s (relay --report-interval); a report older than this
+// means no relay measures it any more, and BacklogStuck turns Unknown.
+inline constexpr std::chrono::seconds kBacklogReportStale{120};
+
+// Whether status.backlog.measuredAt is within kBacklogReportStale of `now`.
+bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_point now);
+
+// How long until a fresh backlog report in `status` turns stale (nullopt when there is none or it
+// is stale already): no watch event marks that moment, so the reconciler looks again then.
+std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(
+    const Json& status, std::chrono::system_clock::time_point now);
+
 // Whether a status.relayProblem was reported within kRelayProblemFresh of `now`.
 bool relay_problem_fresh(const Json& relay_problem, std::chrono::system_clock::time_point now);
 
@@ -54,7 +66,11 @@ std::optional<std::chrono::system_clock::time_point> parse_time(const std::strin
 bool relays_not_ready(const Json& status);
 
 // The controller-owned part of the status, as an apply configuration's `status` field:
-// observedGeneration, conditions (Ready, Progressing, Degraded, Stalled) and relay. Conditions
+// observedGeneration, conditions and relay. Conditions: Ready; Reconciling and Stalled as kstatus
+// (Flux, Argo CD, kpt) reads them (Stalled: a person must fix something; Reconciling: a rollout
+// or migration is under way); Progressing (the Deployment's view); Degraded (what to fix: the
+// operator's finding or a relay's own report); BacklogStuck (the oldest pending event is older
+// than monitoring.stuckAfter; Unknown when no fresh report); JobFailed; SchemaReady. Conditions
 // follow metav1.Condition: lastTransitionTime is copied from the current status unless the
 // condition's status flips.
 Json compute_status(const StatusInputs& in);

@@ -99,7 +99,8 @@ void Controller::write_status(const Json& relay, const Json& desired, const Json
     std::lock_guard lock(applied_mu_);
     status_written_[ns + "/" + name] = written.at("metadata").value("resourceVersion", "");
   }
-  for (const char* type : {"Degraded", "Stalled", "JobFailed"}) {
+  // Not Stalled: it says what Degraded says, for kstatus.
+  for (const char* type : {"Degraded", "BacklogStuck", "JobFailed"}) {
     Json now = find_condition(desired, type);
     Json was = find_condition(before, type);
     // An Event when the condition turns on, or stays on for a different reason (a missing

@@ -199,9 +199,9 @@ std::string Inspection::text() const {
   os << "table health: " << health.live_tuples << " live / " << health.dead_tuples
      << " dead tuples, oldest open transaction " << health.oldest_transaction_seconds
      << " s, last vacuum "
-     << (health.seconds_since_vacuum < 0
-             ? std::string("never")
-             : std::to_string(static_cast<long>(health.seconds_since_vacuum)) + " s ago")
+     << (health.seconds_since_vacuum()
+             ? std::to_string(static_cast<long>(*health.seconds_since_vacuum())) + " s ago"
+             : std::string("never"))
      << "\n";
   if (!worst_biz_types.empty()) {
     os << "biz_types with the most unsent events:\n";
@@ -238,7 +238,10 @@ std::string Inspection::json() const {
                        {{"liveTuples", health.live_tuples},
                         {"deadTuples", health.dead_tuples},
                         {"oldestTransactionSeconds", health.oldest_transaction_seconds},
-                        {"secondsSinceVacuum", health.seconds_since_vacuum}}}};
+                        // null: not vacuumed since the statistics were reset
+                        {"secondsSinceVacuum", health.seconds_since_vacuum()
+                                                   ? nlohmann::json(*health.seconds_since_vacuum())
+                                                   : nlohmann::json(nullptr)}}}};
   for (const auto& t : worst_biz_types) {
     j["worstBizTypes"].push_back(
         {{"bizType", t.biz_type}, {"pending", t.pending}, {"failed", t.failed}});

@@ -229,7 +229,8 @@ TableHealth table_health(pqxx::connection& conn, const TableName& table, bool pa
                                : "schemaname = $1 AND relname = $2";
   auto r = tx.exec_params(
       "SELECT COALESCE(sum(n_live_tup), 0)::bigint, COALESCE(sum(n_dead_tup), 0)::bigint, "
-      "COALESCE(EXTRACT(EPOCH FROM now() - min(greatest(last_vacuum, last_autovacuum))), -1), "
+      "EXTRACT(EPOCH FROM min(greatest(last_vacuum, last_autovacuum)))::float8, "
+      "EXTRACT(EPOCH FROM now())::float8, "
       "(SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
       " WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) "
       "FROM pg_stat_user_tables WHERE " +
@@ -239,8 +240,11 @@ TableHealth table_health(pqxx::connection& conn, const TableName& table, bool pa
   if (!r.empty()) {
     h.live_tuples = r[0][0].as<std::int64_t>();
     h.dead_tuples = r[0][1].as<std::int64_t>();
-    h.seconds_since_vacuum = r[0][2].as<double>();
-    h.oldest_transaction_seconds = r[0][3].as<double>();
+    if (!r[0][2].is_null()) {
+      h.last_vacuum_unix = r[0][2].as<double>();
+    }
+    h.measured_unix = r[0][3].as<double>();
+    h.oldest_transaction_seconds = r[0][4].as<double>();
   }
   return h;
 }

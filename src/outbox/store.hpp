@@ -49,7 +49,13 @@ struct TableHealth {
   std::int64_t live_tuples = 0;
   std::int64_t dead_tuples = 0;
   double oldest_transaction_seconds = 0;  // the xmin horizon's age, database-wide
-  double seconds_since_vacuum = -1;       // -1: never vacuumed since statistics reset
+  // Unix time (database clock) of the last vacuum or autovacuum, and the time it was read;
+  // none when not vacuumed since the statistics were reset.
+  std::optional<double> last_vacuum_unix;
+  double measured_unix = 0;
+  std::optional<double> seconds_since_vacuum() const {
+    return last_vacuum_unix ? std::optional(measured_unix - *last_vacuum_unix) : std::nullopt;
+  }
 };
 
 // The claim, and nothing else. A claim only reads, so it may run on a session that

@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
+
 namespace outbox::relay {
 namespace {
 
@@ -212,7 +214,9 @@ BatchOutcome BatchPublisher::write_back(EventStore& store, const Settlement& s) 
   for (const auto& d : s.decisions) {
     if (d.failed) {
       auto it = s.event_ids.find(d.id);
-      spdlog::warn("{}", failed_event_line(d, it != s.event_ids.end() ? it->second : "?"));
+      const std::string event_id = it != s.event_ids.end() ? it->second : "?";
+      const ScopedLogField field("event_id", event_id);
+      spdlog::warn("{}", failed_event_line(d, event_id));
     }
   }
   return s.outcome;

@@ -94,9 +94,11 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
           r.gauge("outbox_database_oldest_transaction_seconds",
                   "Age of the oldest open transaction holding back vacuum (xmin horizon)",
                   {{"table", table}})),
-      seconds_since_vacuum(r.gauge("outbox_table_seconds_since_vacuum",
-                                   "Since the outbox table was last vacuumed (-1: never)",
-                                   {{"table", table}})),
+      last_vacuum_timestamp(r.gauge(
+          "outbox_table_last_vacuum_timestamp_seconds",
+          "Unix time of the outbox table's last vacuum or autovacuum (database clock); 0 when "
+          "not vacuumed since the statistics were reset, so time() minus it alerts as very old",
+          {{"table", table}})),
       kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka",
                        {{"table", table}})) {}
 
@@ -494,7 +496,7 @@ void Relay::measure_backlog(Session& s) {
   metrics_.dead_tuples.set(static_cast<double>(h.dead_tuples));
   metrics_.live_tuples.set(static_cast<double>(h.live_tuples));
   metrics_.oldest_transaction_seconds.set(h.oldest_transaction_seconds);
-  metrics_.seconds_since_vacuum.set(h.seconds_since_vacuum);
+  metrics_.last_vacuum_timestamp.set(h.last_vacuum_unix.value_or(0));
 }
 
 }  // namespace outbox::relay

@@ -60,7 +60,7 @@ struct RelayMetrics {
   metrics::Gauge& dead_tuples;
   metrics::Gauge& live_tuples;
   metrics::Gauge& oldest_transaction_seconds;
-  metrics::Gauge& seconds_since_vacuum;
+  metrics::Gauge& last_vacuum_timestamp;
   metrics::Gauge& kafka_up;
 };
 

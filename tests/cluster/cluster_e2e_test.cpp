@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "cluster_fixture.hpp"
 #include "outbox/schema.hpp"
@@ -216,6 +219,96 @@ TEST(Cluster, TheDebeziumSampleRelaysAnUnchangedTableWithItsTraceContext) {
       "SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
       table.schema(), table.table());
   EXPECT_EQ(cols[0][0].as<int>(), 7) << "the service's table is unchanged";
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Strimzi's shapes, end to end from real pods: the cluster CA Secret and a scram-sha-512
+// KafkaUser's Secret, mounted as files; the relay pods speak SCRAM over TLS (verified against
+// the CA) to the Kafka 4.3 broker and deliver. The password is nowhere in the pod spec nor in
+// the relay process's command line.
+TEST(Cluster, RelayPodsDeliverOverScramAndTlsWithStrimziShapedSecrets) {
+  RelayUnderTest r("cl-scram");
+  const std::string password = file_text(node_env().kafka_pki + "/scram/password");
+  ASSERT_FALSE(password.empty());
+  apply({{"apiVersion", "v1"},
+         {"kind", "Secret"},
+         {"metadata", {{"name", "kafka-cluster-ca-cert"}, {"namespace", r.ns}}},
+         {"stringData", {{"ca.crt", file_text(node_env().kafka_pki + "/ca.crt")}}}});
+  apply({{"apiVersion", "v1"},
+         {"kind", "Secret"},
+         {"metadata", {{"name", "outbox-relay"}, {"namespace", r.ns}}},
+         {"stringData",
+          {{"password", password},
+           {"sasl.jaas.config",
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            "username=\"outbox-relay\" password=\"" +
+                password + "\";"}}}});
+  r.apply({{"kafka",
+            {{"bootstrapServers", node_env().pod_scram_bootstrap},
+             {"tls",
+              {{"trustedCertificates",
+                {{{"secretName", "kafka-cluster-ca-cert"}, {"certificate", "ca.crt"}}}}}},
+             {"authentication",
+              {{"type", "scram-sha-512"},
+               {"username", "outbox-relay"},
+               {"passwordSecret", {{"secretName", "outbox-relay"}, {"password", "password"}}}}}}}});
+  r.wait_ready();
+  r.table.insert(100, 10);
+  EXPECT_EQ(r.delivery_problem(100), "");
+
+  const std::string pod = ready_pods(r.ns, r.relay_selector()).at(0);
+  EXPECT_EQ(kubectl("-n " + r.ns + " get pod " + pod + " -o json").find(password),
+            std::string::npos);
+  const std::string cmdline = kubectl("-n " + r.ns + " exec " + pod + " -- cat /proc/1/cmdline");
+  EXPECT_NE(cmdline.find("relay"), std::string::npos) << cmdline;
+  EXPECT_EQ(cmdline.find(password), std::string::npos) << "the password is in the relay's argv";
+}
+
+// The on-call path with Kubernetes RBAC only: `kubectl outbox status` shows the conditions, the
+// backlog, every relay pod with the shards it owns and the table's health; inspect and requeue
+// run inside a relay pod, so FAILED events are seen and moved back with no database password
+// on the on-call's side.
+TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod) {
+  RelayUnderTest r("cl-oncall");
+  r.apply();
+  r.wait_ready();
+  r.table.insert(20, 4);
+  ASSERT_EQ(r.delivery_problem(20), "");
+  // Three events as a relay leaves them after retry.maxAttempts.
+  pqxx::connection conn(r.table.dsn);
+  pqxx::nontransaction(conn).exec(
+      "UPDATE " + r.table.table.quoted() + " SET status = 2, last_error = 'broker refused' " +
+      "WHERE id IN (SELECT id FROM " + r.table.table.quoted() + " ORDER BY id LIMIT 3)");
+
+  const std::string status = kubectl_outbox("status " + r.name + " -n " + r.ns);
+  EXPECT_NE(status.find("OutboxRelay " + r.ns + "/" + r.name), std::string::npos) << status;
+  EXPECT_NE(status.find("RelaysReady"), std::string::npos) << status;
+  EXPECT_NE(status.find("BacklogStuck"), std::string::npos) << status;
+  EXPECT_NE(status.find("table health:"), std::string::npos) << status;
+  EXPECT_NE(status.find("FAILED 3"), std::string::npos) << status;
+  int shards = 0;
+  for (const std::string& pod : ready_pods(r.ns, r.relay_selector())) {
+    const std::size_t at = status.find("  " + pod + " ");
+    ASSERT_NE(at, std::string::npos) << status;
+    std::istringstream line(status.substr(at, status.find('\n', at) - at));
+    std::string name, phase, restarts, owned;
+    line >> name >> phase >> restarts >> owned;
+    EXPECT_EQ(phase, "Running") << status;
+    shards += std::stoi(owned);
+  }
+  EXPECT_EQ(shards, 16) << "every shard of the table (migrated with 16) is owned once\n" << status;
+
+  const std::string inspected = kubectl_outbox("inspect " + r.name + " -n " + r.ns + " -- --json");
+  EXPECT_EQ(Json::parse(inspected).at("failed"), 3) << inspected;
+  const std::string requeued = kubectl_outbox("requeue " + r.name + " -n " + r.ns);
+  EXPECT_NE(requeued.find("requeued 3 event(s)"), std::string::npos) << requeued;
+  EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
+      << "the requeued events were published again";
+  EXPECT_THROW(kubectl_outbox("status no-such-relay -n " + r.ns), std::runtime_error);
 }
 
 TEST(Cluster, KilledRelayContainerAndDeletedPodAreReplacedWithNothingLost) {

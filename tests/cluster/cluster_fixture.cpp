@@ -44,13 +44,21 @@ const NodeEnv& node_env() {
   static const NodeEnv env{testbed::require_env("OUTBOX_TEST_IMAGE"),
                            testbed::require_env("OUTBOX_TEST_TOOLS_IMAGE"),
                            testbed::require_env("OUTBOX_TEST_POD_PG_DSN"),
-                           testbed::require_env("OUTBOX_TEST_POD_KAFKA_BOOTSTRAP")};
+                           testbed::require_env("OUTBOX_TEST_POD_KAFKA_BOOTSTRAP"),
+                           testbed::require_env("OUTBOX_TEST_POD_KAFKA_SCRAM_BOOTSTRAP"),
+                           testbed::require_env("OUTBOX_TEST_KAFKA_PKI")};
   return env;
 }
 
 std::string helm(const std::string& args) {
   return run("KUBECONFIG='" + testbed::kubeconfig_path() + "' '" +
              testbed::require_env("OUTBOX_TESTBED_BIN") + "/helm' " + args);
+}
+
+std::string kubectl_outbox(const std::string& args) {
+  const std::string bin = testbed::require_env("OUTBOX_TESTBED_BIN");
+  return run("PATH='" + std::string(OUTBOX_SOURCE_DIR) + "/kubectl-plugin:" + bin +
+             ":'\"$PATH\" KUBECONFIG='" + testbed::kubeconfig_path() + "' kubectl outbox " + args);
 }
 
 void apply(const Json& object) {

@@ -24,10 +24,12 @@ using namespace std::chrono_literals;
 
 // What the node's pods use (scripts/testbed/up.sh node).
 struct NodeEnv {
-  std::string image;          // the project's image, built from the Dockerfile
-  std::string tools_image;    // busybox + kubectl
-  std::string pod_dsn;        // PostgreSQL through the forwarder on the pod bridge
-  std::string pod_bootstrap;  // Kafka's listener for pods
+  std::string image;                // the project's image, built from the Dockerfile
+  std::string tools_image;          // busybox + kubectl
+  std::string pod_dsn;              // PostgreSQL through the forwarder on the pod bridge
+  std::string pod_bootstrap;        // Kafka's listener for pods
+  std::string pod_scram_bootstrap;  // its SCRAM-SHA-512 over TLS listener for pods
+  std::string kafka_pki;            // the test CA and Strimzi-shaped credentials (up.sh)
 };
 const NodeEnv& node_env();
 
@@ -38,6 +40,9 @@ constexpr const char* kRelease = "outbox";
 // process (later calls return at once), then waits until both operator pods are Ready.
 void install_operator();
 std::string helm(const std::string& args);
+// `kubectl outbox ARGS`: kubectl finding kubectl-plugin/kubectl-outbox on PATH, as an on-call
+// who copied it there runs it.
+std::string kubectl_outbox(const std::string& args);
 // kubectl apply of one object given as JSON.
 void apply(const Json& object);
 

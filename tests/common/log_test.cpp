@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,10 +26,10 @@ const std::string kLibpqError =
     "authentication failed for user \"app\"\n";
 const std::string kAwkward = "quote \" backslash \\ tab \t newline \n second line \x01 end";
 
-// Logs the messages through configure_logging's logger (stderr) and returns what
-// reached stderr, split into lines.
-std::vector<std::string> log_through_real_logger(const std::string& format,
-                                                 const LogFields& fields = {}) {
+// Runs `log` with configure_logging's logger (stderr) and returns what reached stderr, split
+// into lines.
+std::vector<std::string> lines_logged(const std::string& format, const LogFields& fields,
+                                      const std::function<void()>& log) {
   char path[] = "/tmp/outbox-log-test-XXXXXX";
   const int fd = ::mkstemp(path);
   EXPECT_GE(fd, 0);
@@ -36,9 +37,7 @@ std::vector<std::string> log_through_real_logger(const std::string& format,
   const int saved = ::dup(2);
   ::dup2(fd, 2);
   EXPECT_TRUE(configure_logging("info", format, fields));
-  spdlog::error("database unreachable ({}): {}", redact_dsn(kTrickyDsn), kLibpqError);
-  spdlog::warn("{}", kAwkward);
-  spdlog::info("plain line");
+  log();
   spdlog::default_logger()->flush();
   ::dup2(saved, 2);
   ::close(saved);
@@ -50,6 +49,16 @@ std::vector<std::string> log_through_real_logger(const std::string& format,
   }
   std::remove(path);
   return lines;
+}
+
+// Three awkward messages through the real logger.
+std::vector<std::string> log_through_real_logger(const std::string& format,
+                                                 const LogFields& fields = {}) {
+  return lines_logged(format, fields, [] {
+    spdlog::error("database unreachable ({}): {}", redact_dsn(kTrickyDsn), kLibpqError);
+    spdlog::warn("{}", kAwkward);
+    spdlog::info("plain line");
+  });
 }
 
 // The relay and job pods log which resource they serve in every JSON line, so a log
@@ -75,6 +84,27 @@ TEST(Logging, EveryJsonLineCarriesTheFieldsItWasGiven) {
             (LogFields{{"namespace", "shop"}, {"replica", "orders-relay-1"}}));
   unsetenv("OUTBOX_LOG_NAMESPACE");
   unsetenv("OUTBOX_LOG_REPLICA");
+}
+
+// A line about one event names it; the lines before and after it do not.
+TEST(Logging, ALineAboutOneEventCarriesItsEventId) {
+  const auto lines = lines_logged("json", {{"outboxrelay", "orders"}}, [] {
+    spdlog::info("before");
+    {
+      const ScopedLogField field("event_id", "0b9f\"%s");
+      spdlog::warn("event moved to FAILED");
+    }
+    spdlog::info("after");
+  });
+  ASSERT_EQ(lines.size(), 3u);
+  std::vector<nlohmann::json> records;
+  for (const auto& line : lines) {
+    records.push_back(nlohmann::json::parse(line));
+  }
+  EXPECT_FALSE(records[0].contains("event_id"));
+  EXPECT_EQ(records[1].at("event_id"), "0b9f\"%s");
+  EXPECT_EQ(records[1].at("outboxrelay"), "orders");
+  EXPECT_FALSE(records[2].contains("event_id"));
 }
 
 TEST(Logging, EveryJsonLineParsesAndKeepsTheMessage) {

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "../jobs/cli_runner.hpp"
+#include "controller/relay_status.hpp"
 #include "controller_e2e.hpp"
 #include "relay_fixture.hpp"
 #include "support/testbed.hpp"
@@ -18,16 +19,19 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
-TEST_F(ControllerE2E, StalledFromTheReportedBacklogAndClearedWhenItDrains) {
+// The backlog condition is BacklogStuck, not kstatus's Stalled (an old event is not a failed
+// rollout); it turns Unknown by itself once the last report is older than kBacklogReportStale.
+TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnknownWhenStale) {
   testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://x"}});
   testing::ControllerProcess ctl(ns, {}, "stalled-" + ns);
   Json spec = base_spec();
   spec["monitoring"] = {{"stuckAfter", "30s"}};
   client.create(kOutboxRelays, ns, relay_object("orders", spec));
   ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
-  EXPECT_EQ(condition(relay("orders"), "Stalled").value("reason", ""), "NoBacklogReport");
+  EXPECT_EQ(condition(relay("orders"), "BacklogStuck").value("reason", ""), "NoBacklogReport");
+  EXPECT_EQ(condition(relay("orders"), "BacklogStuck").value("status", ""), "Unknown");
 
-  auto report = [&](double oldest, long long pending) {
+  auto report = [&](double oldest, long long pending, const std::string& measured_at) {
     client.apply_status(kOutboxRelays, ns,
                         {{"apiVersion", "outbox.dev/v1alpha1"},
                          {"kind", "OutboxRelay"},
@@ -37,30 +41,42 @@ TEST_F(ControllerE2E, StalledFromTheReportedBacklogAndClearedWhenItDrains) {
                             {{"pending", pending},
                              {"failed", 0},
                              {"oldestPendingSeconds", oldest},
-                             {"measuredAt", "2030-01-01T00:00:00Z"}}}}}},
+                             {"measuredAt", measured_at}}}}}},
                         kRelayFieldManager);
   };
-  report(45.5, 120);
+  report(45.5, 120, format_time(std::chrono::system_clock::now()));
   ASSERT_TRUE(eventually(
-      [&] { return condition(relay("orders"), "Stalled").value("status", "") == "True"; }, 20s));
-  EXPECT_EQ(condition(relay("orders"), "Stalled").at("reason"), "EventsStuck");
+      [&] { return condition(relay("orders"), "BacklogStuck").value("status", "") == "True"; },
+      20s));
+  EXPECT_EQ(condition(relay("orders"), "BacklogStuck").at("reason"), "EventsStuck");
+  EXPECT_EQ(condition(relay("orders"), "Stalled").at("status"), "False");
   ASSERT_TRUE(eventually([&] { return warning_events("EventsStuck").size() == 1; }, 10s));
   // The operator's status applies leave the relay's field alone.
   EXPECT_EQ(relay("orders").at("/status/backlog/pending"_json_pointer), 120);
 
-  report(0.2, 0);
+  // A last report that turns stale in 3 s: nothing else happens, yet the condition follows.
+  const auto measured = std::chrono::system_clock::now() - kBacklogReportStale + 3s;
+  report(0.2, 0, format_time(measured));
   ASSERT_TRUE(eventually(
       [&] {
-        Json c = condition(relay("orders"), "Stalled");
+        Json c = condition(relay("orders"), "BacklogStuck");
         return c.value("status", "") == "False" && c.value("reason", "") == "BacklogFresh";
       },
       20s));
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "BacklogStuck").value("status", "") == "Unknown"; },
+      20s));
+  Json c = condition(relay("orders"), "BacklogStuck");
+  EXPECT_EQ(c.at("reason"), "NoRecentReport");
+  EXPECT_NE(c.at("message").get<std::string>().find("since " + format_time(measured)),
+            std::string::npos)
+      << c.dump();
 }
 
 // The relay binary, started with the arguments the controller rendered into the Deployment,
 // reports the backlog it measures; it shows in `kubectl get obr`; events stuck behind an
-// unreachable broker make the resource Stalled; a relay with the real broker drains them.
-TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
+// unreachable broker make the backlog stuck; a relay with the real broker drains them.
+TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndGetsStuckAndDrains) {
   outbox::testing::OutboxTestTable table;
   testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
   testing::ControllerProcess ctl(ns, {}, "backlog-" + ns);
@@ -93,7 +109,7 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
         Json r = relay("orders");
         return r.value("status", Json::object()).contains("backlog") &&
                r.at("/status/backlog/pending"_json_pointer) == 5 &&
-               condition(r, "Stalled").value("status", "") == "True";
+               condition(r, "BacklogStuck").value("status", "") == "True";
       },
       40s));
   std::string out = testing::kubectl("-n " + ns + " get obr orders");
@@ -125,7 +141,7 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndStallsAndDrains) {
       [&] {
         Json r = relay("orders");
         return r.at("/status/backlog/pending"_json_pointer) == 0 &&
-               condition(r, "Stalled").value("status", "") == "False";
+               condition(r, "BacklogStuck").value("status", "") == "False";
       },
       60s));
   EXPECT_EQ(table.count("status = 1"), 5);

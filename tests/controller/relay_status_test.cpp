@@ -104,24 +104,31 @@ TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
       compute_status({r, nullptr, std::nullopt, t0 + seconds(500), "", "", nullptr}), s3));
 }
 
-TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
+TEST(RelayStatus, ReadyFromTheDeploymentAndBacklogStuckFromTheReport) {
   auto now = std::chrono::system_clock::now();
   Json r = relay({{"monitoring", {{"stuckAfter", "1m30s"}}}});
   Json dep = {
       {"metadata", {{"generation", 4}}},
       {"status",
        {{"observedGeneration", 4}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 2}}}};
-  r["status"] = {{"backlog", {{"oldestPendingSeconds", 91.0}}}};
+  r["status"] = {{"backlog",
+                  {{"oldestPendingSeconds", 91.0},
+                   {"measuredAt", format_time(now - std::chrono::seconds(10))}}}};
   Json s = compute_status({r, &dep, std::nullopt, now, "", "", nullptr});
   EXPECT_EQ(find_condition(s, "Ready").at("status"), "True");
   EXPECT_EQ(find_condition(s, "Progressing").at("status"), "False");
-  EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "EventsStuck");
+  EXPECT_EQ(find_condition(s, "Reconciling").at("status"), "False");
+  EXPECT_EQ(find_condition(s, "BacklogStuck").at("status"), "True");
+  EXPECT_EQ(find_condition(s, "BacklogStuck").at("reason"), "EventsStuck");
+  // An old event is not a failed rollout: kstatus must not read the resource as Failed.
+  EXPECT_EQ(find_condition(s, "Stalled").at("status"), "False");
   EXPECT_EQ(s.at("/relay/readyReplicas"_json_pointer), 2);
   EXPECT_EQ(s.at("observedGeneration"), 3);
   r["status"]["backlog"]["oldestPendingSeconds"] = 89.0;
-  EXPECT_EQ(find_condition(compute_status({r, &dep, std::nullopt, now, "", "", nullptr}), "Stalled")
-                .at("status"),
-            "False");
+  EXPECT_EQ(
+      find_condition(compute_status({r, &dep, std::nullopt, now, "", "", nullptr}), "BacklogStuck")
+          .at("status"),
+      "False");
   dep["status"]["readyReplicas"] = 1;
   Json s2 = compute_status({r, &dep, std::nullopt, now, "", "", nullptr});
   EXPECT_EQ(find_condition(s2, "Ready").at("reason"), "RelaysNotReady");
@@ -129,9 +136,90 @@ TEST(RelayStatus, ReadyFromTheDeploymentAndStalledFromTheBacklog) {
   EXPECT_TRUE(relays_not_ready(s2));
   EXPECT_FALSE(relays_not_ready(s));
   EXPECT_EQ(find_condition(s2, "Progressing").at("status"), "True");
+  EXPECT_EQ(find_condition(s2, "Reconciling").at("status"), "True");
+  EXPECT_EQ(find_condition(s2, "Reconciling").at("reason"), "RollingOut");
   Json s3 = compute_status({r, &dep, std::nullopt, now, "pod p: ImagePullBackOff.", "", nullptr});
   EXPECT_EQ(find_condition(s3, "Ready").at("message"),
             "1 of 2 relay pods ready. pod p: ImagePullBackOff.");
+}
+
+// Figures nobody measures any more are not judged: BacklogStuck turns Unknown and says since
+// when, and the reconciler knows when to look again.
+TEST(RelayStatus, BacklogStuckIsUnknownWithoutAFreshReport) {
+  using namespace std::chrono;
+  auto now = system_clock::time_point(seconds(1'700'000'000));
+  Json r = relay();
+  Json none = find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}),
+                             "BacklogStuck");
+  EXPECT_EQ(none.at("status"), "Unknown");
+  EXPECT_EQ(none.at("reason"), "NoBacklogReport");
+
+  const std::string at = format_time(now - kBacklogReportStale - seconds(1));
+  r["status"] = {{"backlog", {{"oldestPendingSeconds", 0.5}, {"measuredAt", at}}}};
+  Json stale = find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}),
+                              "BacklogStuck");
+  EXPECT_EQ(stale.at("status"), "Unknown");
+  EXPECT_EQ(stale.at("reason"), "NoRecentReport");
+  EXPECT_NE(stale.at("message").get<std::string>().find("since " + at), std::string::npos)
+      << stale.at("message");
+  EXPECT_FALSE(backlog_report_turns_stale_in(r.at("status"), now));
+
+  r["status"]["backlog"]["measuredAt"] = format_time(now - seconds(100));
+  EXPECT_EQ(find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}),
+                           "BacklogStuck")
+                .at("reason"),
+            "BacklogFresh");
+  auto in = backlog_report_turns_stale_in(r.at("status"), now);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(duration_cast<seconds>(*in), kBacklogReportStale - seconds(100) + seconds(1));
+  EXPECT_FALSE(backlog_report_turns_stale_in(relay(), now));
+}
+
+// Stalled (kstatus: only a person can fix it) and Degraded (what to fix) from the operator's
+// finding, from a relay pod's fresh report of its own, and from a failed schema migration;
+// Reconciling while a migration runs.
+TEST(RelayStatus, StalledAndDegradedNameWhatAPersonMustFix) {
+  using namespace std::chrono;
+  auto now = system_clock::time_point(seconds(1'700'000'000));
+  auto status_of = [&](const Json& r, std::optional<Problem> p, const std::string& job_name = "",
+                       const Json* job = nullptr) {
+    return compute_status({r, nullptr, std::move(p), now, "", job_name, job});
+  };
+  Json s = status_of(relay(), Problem{"SecretNotFound", "Secret orders-db not found."});
+  EXPECT_EQ(find_condition(s, "Stalled").at("status"), "True");
+  EXPECT_EQ(find_condition(s, "Stalled").at("reason"), "SecretNotFound");
+  EXPECT_EQ(find_condition(s, "Degraded").at("reason"), "SecretNotFound");
+  EXPECT_EQ(find_condition(s, "Reconciling").at("status"), "False");
+
+  Json r = relay();
+  r["status"] = {{"relayProblem",
+                  {{"pod", "orders-relay-1"},
+                   {"message", "table public.outbox is not migrated: run migrate"},
+                   {"reportedAt", format_time(now - seconds(20))}}}};
+  Json d = find_condition(status_of(r, std::nullopt), "Degraded");
+  EXPECT_EQ(d.at("status"), "True");
+  EXPECT_EQ(d.at("reason"), "RelayProblem");
+  EXPECT_EQ(d.at("message"),
+            "Relay pod orders-relay-1 reports: table public.outbox is not migrated: run migrate");
+  EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Stalled").at("status"), "True");
+  r["status"]["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
+  EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Degraded").at("status"), "False");
+  EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Stalled").at("status"), "False");
+
+  const Json managed = relay({{"database", {{"manageSchema", true}}}});
+  const Json running = {{"status", {{"active", 1}}}};
+  Json m = status_of(managed, std::nullopt, "orders-schema-1", &running);
+  EXPECT_EQ(find_condition(m, "Reconciling").at("reason"), "Migrating");
+  EXPECT_EQ(find_condition(m, "Stalled").at("status"), "False");
+  const Json failed = {{"status",
+                        {{"conditions", Json::array({{{"type", "Failed"},
+                                                      {"status", "True"},
+                                                      {"reason", "BackoffLimitExceeded"},
+                                                      {"message", "backoff limit"}}})}}}};
+  Json f = status_of(managed, std::nullopt, "orders-schema-1", &failed);
+  EXPECT_EQ(find_condition(f, "Stalled").at("reason"), "MigrationFailed");
+  EXPECT_EQ(find_condition(f, "Degraded").at("reason"), "MigrationFailed");
+  EXPECT_EQ(find_condition(f, "Reconciling").at("status"), "False");
 }
 
 // What the kubelet and the relays say about pods that are not ready, shaped as the apiserver

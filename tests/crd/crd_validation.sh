@@ -108,7 +108,10 @@ kubectl patch outboxrelay orders -n "$ns" --subresource=status --type=merge -p "
 table=$(kubectl get obr orders -n "$ns")
 expect_contains "printer columns" "$(head -1 <<<"$table")" "READY   PENDING   FAILED   OLDEST   AGE"
 expect_contains "printer column values (Ready, Pending, Failed, Oldest)" "$(tail -1 <<<"$table")" "True    12        3        0.4"
-expect_contains "wide columns" "$(kubectl get obr orders -n "$ns" -o wide | head -1)" "REASON"
+wide=$(kubectl get obr orders -n "$ns" -o wide)
+expect_contains "wide columns" "$(head -1 <<<"$wide" | tr -s " ")" "REASON REPLICAS MEASURED AGE"
+# The report's time as an age (kubectl prints a date column as one): how stale the figures are.
+expect_eq "Measured shows the report's age" "$(tail -1 <<<"$wide" | awk '{print ($(NF-1) ~ /^[0-9]+s$/)}')" "1"
 # The status subresource ignores spec changes, and the main resource ignores status.
 kubectl patch outboxrelay orders -n "$ns" --subresource=status --type=merge -p '{"spec":{"suspend":true}}' >/dev/null
 expect_eq "status subresource does not change spec" "$(get orders .spec.suspend)" "false"

@@ -404,7 +404,18 @@ TEST(OutboxStore, HealthSeesDeadTuplesAndTheOldestOpenTransaction) {
       << h.dead_tuples;
   EXPECT_GE(h.oldest_transaction_seconds, 1.0);
   EXPECT_EQ(h.live_tuples, 50);
+  EXPECT_FALSE(h.last_vacuum_unix) << "a new table was never vacuumed: no time, not a sentinel";
   open_tx.abort();
+  pqxx::nontransaction(conn).exec("VACUUM " + t.table.quoted());
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        h = store.health();
+        return h.last_vacuum_unix.has_value();
+      },
+      std::chrono::seconds(10)));
+  ASSERT_TRUE(h.seconds_since_vacuum());
+  EXPECT_GE(*h.seconds_since_vacuum(), 0.0);
+  EXPECT_LT(*h.seconds_since_vacuum(), 60.0);
 }
 
 TEST(ShardOwnership, ReplicasSplitTheShardsAndADeadOnesShardsMove) {
