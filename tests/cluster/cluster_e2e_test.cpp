@@ -304,7 +304,8 @@ TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod)
 
   const std::string inspected = kubectl_outbox("inspect " + r.name + " -n " + r.ns + " -- --json");
   EXPECT_EQ(Json::parse(inspected).at("failed"), 3) << inspected;
-  const std::string requeued = kubectl_outbox("requeue " + r.name + " -n " + r.ns);
+  const std::string requeued =
+      kubectl_outbox("requeue " + r.name + " -n " + r.ns + " -- --from-id 0");
   EXPECT_NE(requeued.find("requeued 3 event(s)"), std::string::npos) << requeued;
   EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
       << "the requeued events were published again";
