@@ -316,8 +316,7 @@ std::optional<std::chrono::system_clock::time_point> parse_time(const std::strin
 }
 
 bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_point now) {
-  const auto at = parse_time(status.value("/backlog/measuredAt"_json_pointer, ""));
-  return at && now - *at <= kBacklogReportStale;
+  return backlog_report_turns_stale_in(status, now).has_value();
 }
 
 std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(
