@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "outbox/event_status.hpp"
+#include "outbox/fixed_plans.hpp"
 #include "outbox/log_partitions.hpp"
 
 namespace outbox {
@@ -15,16 +16,6 @@ const std::string kFailed = sql(EventStatus::kFailed);
 
 // What a write-back does with one event (the "verdict" column of its statement).
 enum Verdict : int { kDelivered = 0, kRetry = 1, kFailedForGood = 2, kPark = 3 };
-
-// Prepares `sql` on `conn` (lazily, at its first use) under a name made from its text,
-// so two readers of one table on one connection share it. The claim and the write-back
-// run hundreds of times a second at steady rates, and planning them (UNIONs and joins
-// over every partition) cost the database more than running them.
-std::string prepared(pqxx::connection& conn, const std::string& sql) {
-  const std::string name = "outbox_log_" + std::to_string(std::hash<std::string>{}(sql));
-  conn.prepare(name, sql);
-  return name;
-}
 
 }  // namespace
 
@@ -119,18 +110,7 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       table.quoted() +
       " e WHERE e.xid >= pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) "
       "LIMIT 1)";
-  // One plan whatever the statistics say: a bulk backlog inserted before autovacuum
-  // has analyzed the new partition would otherwise be read with a bitmap scan and a
-  // sort of every pending row per claim. These sessions run nothing that needs either.
-  // The costs this gives the plans left out would switch JIT on, for a millisecond query.
-  // Prepared statements keep one generic plan instead of planning every claim; the
-  // sessions run nothing whose plan should follow its parameters' values.
-  pqxx::nontransaction tx(conn_);
-  tx.exec("SET enable_sort = off");
-  tx.exec("SET enable_bitmapscan = off");
-  tx.exec("SET enable_seqscan = off");
-  tx.exec("SET jit = off");
-  tx.exec("SET plan_cache_mode = force_generic_plan");
+  use_fixed_plans(conn_);
   claim_statement_ = prepared(conn_, claim_sql_);
 }
 

@@ -159,7 +159,8 @@ class ClaimQueries : public EventClaims {
  private:
   pqxx::connection& conn_;
   std::string claim_sql_;
-  bool payload_hex_ = false;  // ClaimOptions::bytes
+  std::string claim_statement_;  // prepared; see use_fixed_plans
+  bool payload_hex_ = false;     // ClaimOptions::bytes
 };
 
 // The SQL side of the relay: mark, reschedule, measure (and claim, for callers with

@@ -383,6 +383,40 @@ TEST(OutboxStore, AClaimOnANeverAnalyzedBacklogReadsOnlyItsBatchOfThePendingInde
   EXPECT_LT(read, 1000) << "the claim read " << read << " entries of the pending index";
 }
 
+// Sequential scans of the table so far, as `conn` sees it (flushed first, as above).
+long long table_seq_scans(pqxx::connection& conn, const TableName& table) {
+  pqxx::nontransaction(conn).exec("SELECT pg_stat_force_next_flush()");
+  pqxx::nontransaction tx(conn);
+  return tx
+      .exec_params(
+          "SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2",
+          table.schema(), table.table())[0][0]
+      .as<long long>();
+}
+
+// The claim is prepared with one generic plan, made at its first run. A relay starts on an
+// empty table, where scanning and sorting everything is the cheapest plan; nothing in a bulk
+// insert makes PostgreSQL plan again, so that first plan must already be the one a backlog
+// needs: the pending index in order, no scan of the table.
+TEST(OutboxStore, AClaimPlannedOnAnEmptyTableStillReadsOnlyItsBatchOfABulkBacklog) {
+  OutboxTestTable t;
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec("ALTER TABLE " + t.table.quoted() +
+                                  " SET (autovacuum_enabled = false)");
+  ClaimQueries claims(conn, t.table);
+  ASSERT_TRUE(claims.claim_batch(all_shards(16), 100).empty());
+  pqxx::nontransaction(conn).exec("INSERT INTO " + t.table.quoted() +
+                                  " (biz_type, biz_id, payload) SELECT 't', 'k' || (g % 50), "
+                                  "'{}' FROM generate_series(1, 20000) g");
+  const long long reads_before = pending_index_reads(conn, t.table);
+  const long long scans_before = table_seq_scans(conn, t.table);
+  std::vector<OutboxEvent> batch = claims.claim_batch(all_shards(16), 100);
+  const long long read = pending_index_reads(conn, t.table) - reads_before;
+  ASSERT_EQ(batch.size(), 100u);
+  EXPECT_LT(read, 1000) << "the claim read " << read << " entries of the pending index";
+  EXPECT_EQ(table_seq_scans(conn, t.table), scans_before) << "the claim scanned the whole table";
+}
+
 TEST(OutboxStore, HealthSeesDeadTuplesAndTheOldestOpenTransaction) {
   OutboxTestTable t;
   t.insert(100, 10);
