@@ -9,6 +9,7 @@
 #include "cli/publish_options.hpp"
 #include "cli/signals.hpp"
 #include "common/duration.hpp"
+#include "common/log.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
 #include "outbox/table.hpp"
@@ -67,6 +68,13 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.batch_size = o.batch_size;
   c.poll_interval = parse_duration(o.poll_interval);
   c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.stuck_after));
+  // The resource the operator started this pod for also labels the metrics; the pod's name
+  // (the log's `replica`) does not: Prometheus adds it as `pod`.
+  for (const auto& [field, value] : log_fields_from_environment()) {
+    if (field == "namespace" || field == "outboxrelay") {
+      c.metric_labels[field] = value;
+    }
+  }
   return c;
 }
 

@@ -31,7 +31,7 @@ std::string logging_level();
 std::string logging_format();
 // The fields the environment names: OUTBOX_LOG_NAMESPACE, OUTBOX_LOG_OUTBOXRELAY and
 // OUTBOX_LOG_REPLICA become namespace, outboxrelay and replica (the operator sets them
-// in the relay and job pods).
+// in the relay and job pods). The relay labels its metrics with the first two.
 LogFields log_fields_from_environment();
 
 // A libpq DSN (key=value or URI form) rewritten as key=value with every secret

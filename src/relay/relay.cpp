@@ -43,69 +43,69 @@ std::optional<std::chrono::system_clock::time_point> parse_created_at(const std:
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
 }
 
+// `labels` and one more.
+metrics::Labels with(metrics::Labels labels, const std::string& name, const std::string& value) {
+  labels[name] = value;
+  return labels;
+}
+
 }  // namespace
 
-RelayMetrics::RelayMetrics(metrics::Registry& r, const std::string& table)
+RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
     : published(r.counter("outbox_events_published_total",
-                          "Events acknowledged by Kafka and marked sent", {{"table", table}})),
+                          "Events acknowledged by Kafka and marked sent", labels)),
       failed(r.counter("outbox_events_failed_total",
-                       "Events moved to FAILED (poison or attempts used up)", {{"table", table}})),
+                       "Events moved to FAILED (poison or attempts used up)", labels)),
       retried(r.counter("outbox_events_retried_total", "Delivery failures that scheduled a retry",
-                        {{"table", table}})),
+                        labels)),
       deferred(r.counter("outbox_events_deferred_total",
                          "Events left pending, no attempt counted, because Kafka was unreachable",
-                         {{"table", table}})),
+                         labels)),
       order_anomalies(r.counter("outbox_order_anomalies_total",
                                 "Events delivered after an earlier event of the same key failed",
-                                {{"table", table}})),
+                                labels)),
       batch_size(r.histogram("outbox_batch_size", "Events per claimed batch",
-                             {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, {{"table", table}})),
+                             {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, labels)),
       publish_latency(r.histogram("outbox_publish_latency_seconds",
                                   "From claim to the last delivery report of a batch",
-                                  metrics::latency_buckets(), {{"table", table}})),
+                                  metrics::latency_buckets(), labels)),
       delivery_lag(r.histogram(
           "outbox_delivery_lag_seconds",
           "From an event's created_at (the database's clock at insert) to its delivery report "
           "(the relay's clock): what a consumer waits; clock skew between the two shows in it",
           {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
-          {{"table", table}})),
+          labels)),
       build_info(r.gauge("outbox_build_info", "1, labelled with the binary's version",
-                         {{"table", table}, {"version", kVersion}})),
-      pending(
-          r.gauge("outbox_pending_events", "Pending events (database clock)", {{"table", table}})),
-      failed_events(r.gauge("outbox_failed_events", "Events in FAILED", {{"table", table}})),
-      stuck(r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold",
-                    {{"table", table}})),
+                         with(labels, "version", kVersion))),
+      pending(r.gauge("outbox_pending_events", "Pending events (database clock)", labels)),
+      failed_events(r.gauge("outbox_failed_events", "Events in FAILED", labels)),
+      stuck(
+          r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold", labels)),
       oldest_pending_seconds(r.gauge("outbox_oldest_pending_seconds",
                                      "Age of the oldest pending event, on the database clock",
-                                     {{"table", table}})),
-      shards_owned(
-          r.gauge("outbox_shards_owned", "Shards this replica publishes", {{"table", table}})),
-      members(
-          r.gauge("outbox_relay_members", "Live relay replicas on this table", {{"table", table}})),
-      database_up(
-          r.gauge("outbox_database_up", "1 when the database session is up", {{"table", table}})),
+                                     labels)),
+      shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", labels)),
+      members(r.gauge("outbox_relay_members", "Live relay replicas on this table", labels)),
+      database_up(r.gauge("outbox_database_up", "1 when the database session is up", labels)),
       dead_tuples(r.gauge("outbox_table_dead_tuples",
                           "Dead tuples in the outbox table (claims step over them until vacuum)",
-                          {{"table", table}})),
-      live_tuples(r.gauge("outbox_table_live_tuples", "Live tuples in the outbox table",
-                          {{"table", table}})),
+                          labels)),
+      live_tuples(r.gauge("outbox_table_live_tuples", "Live tuples in the outbox table", labels)),
       oldest_transaction_seconds(
           r.gauge("outbox_database_oldest_transaction_seconds",
-                  "Age of the oldest open transaction holding back vacuum (xmin horizon)",
-                  {{"table", table}})),
+                  "Age of the oldest open transaction holding back vacuum (xmin horizon)", labels)),
       last_vacuum_timestamp(r.gauge(
           "outbox_table_last_vacuum_timestamp_seconds",
           "Unix time of the outbox table's last vacuum or autovacuum (database clock); 0 when "
           "not vacuumed since the statistics were reset, so time() minus it alerts as very old",
-          {{"table", table}})),
-      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka",
-                       {{"table", table}})) {}
+          labels)),
+      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka", labels)) {
+}
 
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
     : config_(std::move(config)),
       table_(TableName::parse(config_.table)),
-      metrics_(registry, table_.plain()) {
+      metrics_(registry, with(config_.metric_labels, "table", table_.plain())) {
   metrics_.build_info.set(1);
   if (config_.batch_size < 1) {
     throw std::invalid_argument("batch size must be at least 1");

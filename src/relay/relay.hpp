@@ -36,11 +36,16 @@ struct RelayConfig {
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
   std::string identity;  // for logs; defaults to process_identity()
+  // Labels every series carries beside `table`: in a pod the operator started, the
+  // OutboxRelay's `namespace` and name (`outboxrelay`), so that a scrape without the
+  // ServiceMonitor's relabeling still says which resource a series is about.
+  metrics::Labels metric_labels;
 };
 
-// Counters and gauges a relay exports, all labelled with the table.
+// Counters and gauges a relay exports, all with the same labels (table, and those of
+// RelayConfig::metric_labels).
 struct RelayMetrics {
-  RelayMetrics(metrics::Registry& registry, const std::string& table);
+  RelayMetrics(metrics::Registry& registry, const metrics::Labels& labels);
   metrics::Counter& published;
   metrics::Counter& failed;
   metrics::Counter& retried;

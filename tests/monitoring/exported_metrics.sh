@@ -30,8 +30,10 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the relay's exposition, scraped -------------------------------------------------
-# Port 1 on loopback: nothing listens there, so connections are refused at once.
-"$binary" relay --dsn 'postgresql://outbox@127.0.0.1:1/outbox?connect_timeout=1' --table public.outbox_event \
+# Port 1 on loopback: nothing listens there, so connections are refused at once. The
+# OUTBOX_LOG_* variables are what the operator sets in a relay pod (downward API).
+OUTBOX_LOG_NAMESPACE=shop OUTBOX_LOG_OUTBOXRELAY=orders OUTBOX_LOG_REPLICA=orders-relay-0 \
+  "$binary" relay --dsn 'postgresql://outbox@127.0.0.1:1/outbox?connect_timeout=1' --table public.outbox_event \
   --brokers 127.0.0.1:1 --topic outbox.events --listen 127.0.0.1:0 >"$tmp/relay.log" 2>&1 &
 relay_pid=$!
 port=
@@ -46,6 +48,10 @@ python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(
   "http://127.0.0.1:$port/metrics" >"$tmp/relay.prom" || die "scraping the relay's /metrics failed"
 out=$(promtool check metrics <"$tmp/relay.prom" 2>&1) && pass "the relay's exposition passes promtool check metrics" ||
   fail "promtool check metrics on the relay's exposition: $out"
+unlabelled=$(grep '^outbox_' "$tmp/relay.prom" | grep -v 'namespace="shop",outboxrelay="orders"' || true)
+expect_eq "every relay series says its namespace and outboxrelay" "$unlabelled" ""
+expect_eq "no relay series carries the pod's name (Prometheus adds it as pod)" \
+  "$(grep -c 'orders-relay-0' "$tmp/relay.prom" || true)" "0"
 # Sample names (histograms export _bucket, _sum and _count).
 sed -n 's/^\([a-zA-Z_:][a-zA-Z0-9_:]*\)[{ ].*/\1/p' "$tmp/relay.prom" | sort -u >"$tmp/relay.names"
 expect_eq "the relay exports outbox_pending_events" "$(grep -cx outbox_pending_events "$tmp/relay.names")" "1"
