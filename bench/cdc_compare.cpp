@@ -30,6 +30,7 @@
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -37,9 +38,13 @@
 #include "bench_support.hpp"
 #include "outbox/store.hpp"
 #include "support/child_process.hpp"
+#include "support/loopback_http.hpp"
 
 namespace outbox::bench {
 namespace {
+
+using testbed::free_port;
+using testbed::http_get;
 
 struct Options {
   std::string dsn;
@@ -186,22 +191,6 @@ std::map<std::string, std::string> parse_dsn(const std::string& dsn) {
   return out;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("no free port");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 void write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
   {
     std::ofstream out(path, std::ios::trunc);
@@ -308,14 +297,15 @@ std::unique_ptr<testbed::ChildProcess> start_debezium(const Options& o, const st
 
 std::unique_ptr<testbed::ChildProcess> start_relay(const Options& o, const TableName& table,
                                                    const std::string& topic_prefix,
-                                                   const std::string& log) {
+                                                   const std::string& log,
+                                                   unsigned short port = 0) {
   // Default settings but for where to read and publish; the DSN in the environment.
   std::vector<std::string> args = {o.binary,
                                    "relay",
                                    "--table=" + table.plain(),
                                    "--brokers=" + o.brokers,
                                    "--topic=" + topic_prefix + ".{biz_type}",
-                                   "--listen=127.0.0.1:0"};
+                                   "--listen=127.0.0.1:" + std::to_string(port)};
   return std::make_unique<testbed::ChildProcess>(
       args, std::map<std::string, std::string>{{"OUTBOX_DSN", o.dsn}}, log);
 }
@@ -573,7 +563,48 @@ struct Latency {
   double relayer_cpu = NAN;
   long long wal = 0;  // WAL in the window
   long relayer_hwm_kb = -1;
+  // Where the time goes. The writers' own transactions, begin to commit returned (created_at
+  // is their start, so the relay's lag below includes them). The relay's histograms over the
+  // window, as the upper bound of the bucket holding the quantile (their buckets are coarse):
+  // created_at to the delivery report (outbox_delivery_lag_seconds), and a batch's claim to
+  // its last delivery report (outbox_publish_latency_seconds). Not measured for Debezium.
+  double commit_p50 = NAN, commit_p99 = NAN;
+  double ack_p50 = NAN, ack_p99 = NAN;
+  double batch_p50 = NAN, batch_p99 = NAN;
 };
+
+// A histogram's buckets in one scrape: (upper bound, cumulative count), in the exposition's
+// order (the same in every scrape of one registry).
+using Buckets = std::vector<std::pair<double, double>>;
+
+Buckets histogram_buckets(const std::string& exposition, const std::string& name) {
+  Buckets out;
+  std::istringstream lines(exposition);
+  const std::string prefix = name + "_bucket{";
+  for (std::string line; std::getline(lines, line);) {
+    const auto le = line.find("le=\"");
+    if (line.rfind(prefix, 0) != 0 || le == std::string::npos) {
+      continue;
+    }
+    const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
+    out.emplace_back(bound == "+Inf" ? INFINITY : std::stod(bound),
+                     std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  return out;
+}
+
+// In ms, the upper bound of the bucket holding quantile q of what `end` counted beyond
+// `start`; NaN when nothing was counted.
+double bucket_quantile_ms(const Buckets& start, const Buckets& end, double q) {
+  const auto before = [&](std::size_t i) { return i < start.size() ? start[i].second : 0.0; };
+  const double total = end.empty() ? 0 : end.back().second - before(end.size() - 1);
+  for (std::size_t i = 0; total > 0 && i < end.size(); ++i) {
+    if (end[i].second - before(i) >= q * total) {
+      return end[i].first * 1000;
+    }
+  }
+  return NAN;
+}
 
 // utime + stime of a set of processes.
 double processes_cpu(const std::vector<int>& pids) {
@@ -639,6 +670,7 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   std::vector<Clock::time_point> committed(static_cast<std::size_t>(total));
   std::vector<Clock::time_point> arrived(static_cast<std::size_t>(total));
   std::vector<int> seen(static_cast<std::size_t>(total), 0);
+  std::vector<double> commit_ms(static_cast<std::size_t>(total), 0);
   std::atomic<long long> arrivals{0};
   std::atomic<int> warmups{0};
   std::atomic<bool> stop_consumer{false};
@@ -678,8 +710,9 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
     }
   } joiner{stop_consumer, consumer_thread};
 
-  auto proc =
-      dbz ? start_debezium(o, dir) : start_relay(o, t.name(), topic_prefix, dir + "/relay.log");
+  const unsigned short port = dbz ? 0 : free_port();
+  auto proc = dbz ? start_debezium(o, dir)
+                  : start_relay(o, t.name(), topic_prefix, dir + "/relay.log", port);
   const int pid = proc->pid();
   // Warm-up: the relayer is up and the consumer reads once these arrive.
   constexpr int kWarmups = 20;
@@ -724,11 +757,13 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
               t0 + std::chrono::duration_cast<Clock::duration>(
                        std::chrono::duration<double>(static_cast<double>(k) / o.rate)));
           const long long seq = measured ? k : -(kWarmups + 1 + k);
+          const auto begun = Clock::now();
           pqxx::work tx(c);
           enqueue(tx, t.name(), kBizType, make_key(k, o.keys), make_payload(seq));
           tx.commit();
           if (measured) {
             committed[static_cast<std::size_t>(k)] = Clock::now();
+            commit_ms[static_cast<std::size_t>(k)] = to_ms(Clock::now() - begun);
           }
         }
       });
@@ -746,6 +781,7 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   const double pg0 = postgres_cpu(o.postmaster_pid);
   const double w0 = processes_cpu(wpids);
   const double rel0 = process_cpu(pid);
+  const std::string metrics0 = dbz ? "" : http_get(port, "/metrics");
   const auto t0 = Clock::now() + std::chrono::milliseconds(100);
   pace(t0, total, true);
   const auto end = Clock::now();
@@ -763,6 +799,20 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   consumer_thread.join();
   consumer->close();
   r.relayer_hwm_kb = read_status_kb(pid, "VmHWM");
+  if (!dbz) {
+    const std::string metrics1 = http_get(port, "/metrics");
+    for (auto [name, p50, p99] :
+         {std::tuple{"outbox_delivery_lag_seconds", &r.ack_p50, &r.ack_p99},
+          std::tuple{"outbox_publish_latency_seconds", &r.batch_p50, &r.batch_p99}}) {
+      const Buckets from = histogram_buckets(metrics0, name);
+      const Buckets to = histogram_buckets(metrics1, name);
+      *p50 = bucket_quantile_ms(from, to, 0.5);
+      *p99 = bucket_quantile_ms(from, to, 0.99);
+    }
+  }
+  std::sort(commit_ms.begin(), commit_ms.end());
+  r.commit_p50 = percentile(commit_ms, 50);
+  r.commit_p99 = percentile(commit_ms, 99);
   if (proc->terminate(std::chrono::seconds(30)) == -1) {
     proc->kill9();
   }
@@ -802,6 +852,12 @@ void print_latency(const std::vector<Latency>& ls) {
       {"commit-to-consume p50 (ms)", [](const Latency& l) { return l.p50; }, 1},
       {"commit-to-consume p99 (ms)", [](const Latency& l) { return l.p99; }, 1},
       {"commit-to-consume max (ms)", [](const Latency& l) { return l.max; }, 1},
+      {"writer's transaction, begin to commit returned, p50 / p99 (ms)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.commit_p50, 1) + " / " + fmt(l.commit_p99, 1); }},
+      {"relay: created_at to delivery report, p50 / p99 (ms, <= bucket)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.ack_p50) + " / " + fmt(l.ack_p99); }},
+      {"relay: batch claim to last report, p50 / p99 (ms, <= bucket)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.batch_p50) + " / " + fmt(l.batch_p99); }},
       {"missing / duplicate events",
        [](const Latency& l) { return static_cast<double>(l.missing + l.duplicates); }, 0},
       {"PostgreSQL CPU, all processes (s per minute)",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kube/client.hpp"
+#include "support/loopback_http.hpp"
 
 // Shared by the controller e2e tests: the real outbox-operator binary as a child process, the
 // test bed's apiserver through the admin kubeconfig, and polling helpers.
@@ -24,9 +25,8 @@ void create_secret(kube::Client& client, const std::string& ns, const std::strin
                    const std::map<std::string, std::string>& data);
 // kubectl with the admin kubeconfig; returns stdout (stderr appended), throws on failure.
 std::string kubectl(const std::string& args);
-unsigned short free_port();
-// GET http://127.0.0.1:port/path; returns the body ("" when unreachable).
-std::string http_get(unsigned short port, const std::string& path);
+using testbed::free_port;
+using testbed::http_get;
 // Value of an unlabelled metric line "name value" ("name{...} value" when labels given).
 double metric(const std::string& body, const std::string& series);
 
