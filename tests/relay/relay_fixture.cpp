@@ -192,6 +192,21 @@ std::size_t distinct_seqs(const std::vector<Consumed>& messages) {
   return seqs.size();
 }
 
+std::string missing_seqs(const std::vector<Consumed>& messages, int count, int limit) {
+  std::set<int> seen;
+  for (const auto& m : messages) {
+    seen.insert(nlohmann::json::parse(m.payload).at("seq").get<int>());
+  }
+  std::string out;
+  int listed = 0;
+  for (int seq = 0; seq < count && listed < limit; ++seq) {
+    if (seen.count(seq) == 0) {
+      out += (listed++ == 0 ? "" : ", ") + std::to_string(seq);
+    }
+  }
+  return out;
+}
+
 std::string per_key_order_problem(const std::vector<Consumed>& messages) {
   // Per key: all seqs, sorted, give each event its rank. A message whose rank is
   // more than one past the highest rank seen so far overtook an earlier event of

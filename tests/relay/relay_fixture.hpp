@@ -103,6 +103,10 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 // How many different events (payload "seq") arrived, duplicates counted once.
 std::size_t distinct_seqs(const std::vector<Consumed>& messages);
 
+// The payload "seq" values in [0, count) that did not arrive, the first `limit` of them, as
+// "3, 17, ..." (empty when none is missing): what a failed delivery check names.
+std::string missing_seqs(const std::vector<Consumed>& messages, int count, int limit = 10);
+
 // Checks that, per key, the payload "seq" values of the first delivery of each
 // event appear in ascending order. Returns "" or a description of the violation.
 std::string per_key_order_problem(const std::vector<Consumed>& messages);

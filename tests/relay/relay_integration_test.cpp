@@ -186,7 +186,8 @@ void run_replicas(int replicas) {
   ASSERT_TRUE(eventually([&] { return t.count("status = 1") == events; }, 120s))
       << t.count("status = 1") << " of " << events << " sent";
   auto got = consume_all({t.topic}, events, 60s);
-  EXPECT_EQ(distinct_seqs(got), static_cast<std::size_t>(events)) << "every event published";
+  EXPECT_EQ(distinct_seqs(got), static_cast<std::size_t>(events))
+      << "every event published; missing seqs: " << missing_seqs(got, events);
   EXPECT_EQ(got.size(), static_cast<std::size_t>(events)) << "none twice in steady state";
   EXPECT_EQ(per_key_order_problem(got), "");
   for (auto& r : relays) {
