@@ -1,5 +1,6 @@
 // On-call tools: inspect the backlog, requeue FAILED events, replay sent ones.
 #include <iostream>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
@@ -17,9 +18,16 @@ struct SelectionOptions {
   Selection selection;
   std::string biz_type, from, to;
   bool dry_run = false;
+  bool offers_all = false;
 
-  void add_to(CLI::App& cmd) {
+  // `all_help`: what --all selects; nullptr offers no --all (replay: every sent event is the
+  // whole table's history, too much to ask for by one short flag).
+  void add_to(CLI::App& cmd, const char* all_help) {
     db.add_to(cmd);
+    if (all_help != nullptr) {
+      offers_all = true;
+      cmd.add_flag("--all", selection.all, all_help);
+    }
     cmd.add_option("--event-id", selection.event_ids, "event_id (repeatable)");
     cmd.add_option("--biz-type", biz_type, "only this biz_type");
     cmd.add_option("--from", from, "created at or after (RFC 3339)");
@@ -39,6 +47,10 @@ struct SelectionOptions {
     }
     if (!to.empty()) {
       s.created_to = to;
+    }
+    if (offers_all && !s.all && s.empty()) {
+      throw std::invalid_argument(
+          "select the events: --event-id, --biz-type, --from/--to, --from-id/--to-id, or --all");
     }
     s.validate();  // before connecting: bad input changes nothing
     return s;
@@ -75,10 +87,11 @@ namespace {
 // requeue and replay differ only in which rows move and what the report says.
 using ChangeFn = ChangeReport (*)(pqxx::connection&, const TableName&, const Selection&, bool);
 Action add_change_command(CLI::App& app, const std::string& name, const std::string& help,
-                          ChangeFn change, const std::string& verb, const std::string& verb_past) {
+                          ChangeFn change, const std::string& verb, const std::string& verb_past,
+                          const char* all_help) {
   auto* cmd = app.add_subcommand(name, help);
   auto o = std::make_shared<SelectionOptions>();
-  o->add_to(*cmd);
+  o->add_to(*cmd, all_help);
   return [o, change, verb, verb_past]() {
     Selection s = o->resolved();
     TableName table = TableName::parse(o->db.table);
@@ -94,13 +107,13 @@ Action add_change_command(CLI::App& app, const std::string& name, const std::str
 
 Action add_requeue_command(CLI::App& app) {
   return add_change_command(app, "requeue", "move FAILED events back to pending", requeue_failed,
-                            "requeue", "requeued");
+                            "requeue", "requeued", "every FAILED event");
 }
 
 Action add_replay_command(CLI::App& app) {
   return add_change_command(app, "replay",
                             "publish sent events again (consumers dedupe on event_id)", replay_sent,
-                            "replay", "replayed");
+                            "replay", "replayed", nullptr);
 }
 
 }  // namespace outbox::cli
