@@ -1,5 +1,8 @@
 // On-call tools: inspect the backlog, requeue FAILED events, replay sent ones.
+#include <chrono>
+#include <cstdint>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +10,8 @@
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "cli/status_target.hpp"
+#include "controller/job_status.hpp"
 #include "outbox/operations.hpp"
 #include "outbox/schema.hpp"
 
@@ -86,34 +91,89 @@ namespace {
 
 // requeue and replay differ only in which rows move and what the report says.
 using ChangeFn = ChangeReport (*)(pqxx::connection&, const TableName&, const Selection&, bool);
-Action add_change_command(CLI::App& app, const std::string& name, const std::string& help,
-                          ChangeFn change, const std::string& verb, const std::string& verb_past,
-                          const char* all_help) {
-  auto* cmd = app.add_subcommand(name, help);
-  auto o = std::make_shared<SelectionOptions>();
-  o->add_to(*cmd, all_help);
-  return [o, change, verb, verb_past]() {
-    Selection s = o->resolved();
-    TableName table = TableName::parse(o->db.table);
-    pqxx::connection conn(o->db.resolve_dsn());
-    // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
-    table = inspect_table(conn, table, {o->db.column_map()}).relay_table(table);
-    std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
-    return 0;
-  };
+
+ChangeReport run_change(const SelectionOptions& o, ChangeFn change) {
+  Selection s = o.resolved();
+  TableName table = TableName::parse(o.db.table);
+  pqxx::connection conn(o.db.resolve_dsn());
+  // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
+  table = inspect_table(conn, table, {o.db.column_map()}).relay_table(table);
+  return change(conn, table, s, o.dry_run);
 }
+
+// The Job of an outbox.dev/requeue-failed request runs `requeue --all --request=<token>
+// --report-status=<ns>/<name>`; the token it writes back as status.lastRequeue.request tells
+// the operator that the request was answered.
+struct RequeueOptions {
+  SelectionOptions select;
+  controller::JobRun run;
+  StatusTarget status;
+
+  void add_to(CLI::App& cmd) {
+    select.add_to(cmd, "every FAILED event");
+    status.add_to(cmd, controller::kLastRequeueField);
+    cmd.add_option("--request", run.request,
+                   "the request token (the outbox.dev/requeue-failed annotation's value) this "
+                   "run answers, written as status.lastRequeue.request")
+        ->check([](const std::string& token) { return controller::requeue_token_problem(token); })
+        ->needs(cmd.get_option("--report-status"));
+    // A dry run changes nothing, so it answers no request and reports no run.
+    cmd.get_option("--dry-run")->excludes(cmd.get_option("--report-status"));
+  }
+
+  void report_done(const ChangeReport& r) {
+    run.succeeded = true;
+    run.counts = {{"requeued", static_cast<std::int64_t>(r.event_ids.size())}};
+    run.message.clear();
+    report();
+  }
+
+  // The requeue is one transaction, but a connection lost at commit leaves open whether it
+  // happened: a failed run's count is unknown.
+  void report_failed(const std::string& error) {
+    run.succeeded = false;
+    run.counts = {{"requeued", std::nullopt}};
+    run.message = "requeue failed: " + error;
+    report();
+  }
+
+ private:
+  void report() {
+    run.field = controller::kLastRequeueField;
+    run.finished = std::chrono::system_clock::now();
+    status.report(run);
+  }
+};
 
 }  // namespace
 
 Action add_requeue_command(CLI::App& app) {
-  return add_change_command(app, "requeue", "move FAILED events back to pending", requeue_failed,
-                            "requeue", "requeued", "every FAILED event");
+  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
+  auto o = std::make_shared<RequeueOptions>();
+  o->add_to(*cmd);
+  return [o]() {
+    ChangeReport r;
+    try {
+      r = run_change(o->select, requeue_failed);
+    } catch (const std::exception& e) {
+      o->report_failed(e.what());
+      throw;
+    }
+    std::cout << r.text("requeue", "requeued") << std::endl;
+    o->report_done(r);
+    return 0;
+  };
 }
 
 Action add_replay_command(CLI::App& app) {
-  return add_change_command(app, "replay",
-                            "publish sent events again (consumers dedupe on event_id)", replay_sent,
-                            "replay", "replayed", nullptr);
+  auto* cmd =
+      app.add_subcommand("replay", "publish sent events again (consumers dedupe on event_id)");
+  auto o = std::make_shared<SelectionOptions>();
+  o->add_to(*cmd, nullptr);
+  return [o]() {
+    std::cout << run_change(*o, replay_sent).text("replay", "replayed") << std::endl;
+    return 0;
+  };
 }
 
 }  // namespace outbox::cli

@@ -1,5 +1,7 @@
 #include "controller/job_status.hpp"
 
+#include <string_view>
+
 #include <spdlog/spdlog.h>
 
 #include "controller/relay_resources.hpp"
@@ -12,8 +14,28 @@ namespace {
 
 // The CRD caps the message; an exception text (a libpq error with its context) can be long.
 constexpr std::size_t kMaxMessage = 1024;
+constexpr std::size_t kMaxRequeueToken = 63;
 
 }  // namespace
+
+std::string requeue_token_problem(const std::string& token) {
+  if (token.empty()) {
+    return "the request token is empty";
+  }
+  if (token.size() > kMaxRequeueToken) {
+    return "the request token is " + std::to_string(token.size()) + " characters long (at most " +
+           std::to_string(kMaxRequeueToken) + ")";
+  }
+  for (char c : token) {
+    // ASCII only, whatever the locale (std::isalnum is not).
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && std::string_view(":._+-").find(c) == std::string_view::npos) {
+      return "the request token has a character other than A-Z a-z 0-9 : . _ + - (a timestamp "
+             "such as 2026-12-04T10:00:00Z is the convention)";
+    }
+  }
+  return {};
+}
 
 Json job_status_patch(const JobRun& run) {
   Json body = {{"time", format_time(run.finished)},
@@ -27,6 +49,9 @@ Json job_status_patch(const JobRun& run) {
     body["message"] = run.message.substr(0, kMaxMessage - 3) + "...";
   } else {
     body["message"] = run.message;
+  }
+  if (!run.request.empty()) {
+    body["request"] = run.request;
   }
   return {{"status", {{run.field, body}}}};
 }

@@ -48,5 +48,60 @@ TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   EXPECT_FALSE(s.contains("lastCleanup"));
 }
 
+// The requeue Job answers a request: its token goes back with the count, so the operator knows
+// the request was run (and runs it no more); a failed run still answers it, without a count.
+TEST(JobStatus, RequeuePatchCarriesTheRequestItAnswersAndTheCount) {
+  JobRun ok;
+  ok.field = kLastRequeueField;
+  ok.request = "2026-12-04T10:00:00Z";
+  ok.counts = {{"requeued", 3}};
+  ok.finished = std::chrono::system_clock::from_time_t(1'700'000'000);
+  EXPECT_EQ(job_status_patch(ok),
+            Json::parse(R"({"status":{"lastRequeue":{"time":"2023-11-14T22:13:20Z",
+              "outcome":"Succeeded","requeued":3,"request":"2026-12-04T10:00:00Z",
+              "message":null}}})"));
+
+  JobRun bad = ok;
+  bad.succeeded = false;
+  bad.counts = {{"requeued", std::nullopt}};
+  bad.message = "requeue failed: connection refused";
+  const Json c = job_status_patch(bad).at("/status/lastRequeue"_json_pointer);
+  EXPECT_EQ(c.at("outcome"), "Failed");
+  EXPECT_TRUE(c.at("requeued").is_null()) << "an earlier run's count does not stay";
+  EXPECT_EQ(c.at("request"), "2026-12-04T10:00:00Z");
+  EXPECT_EQ(c.at("message"), "requeue failed: connection refused");
+
+  JobRun compensation;
+  compensation.field = kLastCompensationField;
+  EXPECT_FALSE(job_status_patch(compensation)
+                   .at("/status/lastCompensation"_json_pointer)
+                   .contains("request"))
+      << "only a run that answers a request names one";
+}
+
+// A token is passed to the Job as one argument and names it through its hash: only 1 to 63
+// characters of A-Z a-z 0-9 : . _ + - pass; nothing Kubernetes or a shell would expand.
+TEST(JobStatus, RequeueTokensAreShortAndPlain) {
+  const std::vector<std::string> good = {"2026-12-04T10:00:00Z", "1733306400", "a", "v1.2_3+4-5:6",
+                                         std::string(63, 'x')};
+  for (const std::string& token : good) {
+    EXPECT_EQ(requeue_token_problem(token), "") << token;
+  }
+  const std::vector<std::string> bad = {"",
+                                        std::string(64, 'x'),
+                                        "a b",
+                                        "$(OUTBOX_DSN)",
+                                        "--table=x",
+                                        "a;b",
+                                        "a\nb",
+                                        "a/b",
+                                        "\xc3\xa9t\xc3\xa9",
+                                        std::string("a\0b", 3)};
+  for (const std::string& token : bad) {
+    EXPECT_NE(requeue_token_problem(token), "") << token;
+  }
+  EXPECT_NE(requeue_token_problem(std::string(64, 'x')).find("at most 63"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace outbox::controller

@@ -187,6 +187,13 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
       {"requeue" + table, "or --all"},
       {"requeue --all --biz-type order" + table, "--all selects every event"},
       {"replay --all" + table, "--all"},
+      // The requeue Job's own flags: a token only as the annotation allows it, and only with a
+      // status to write it to; a dry run answers no request.
+      {"requeue --all --report-status shop/orders --request 'a b'" + table,
+       "--request: the request token has a character"},
+      {"requeue --all --request 2026-12-04" + table, "--request requires --report-status"},
+      {"requeue --all --dry-run --report-status shop/orders" + table,
+       "--dry-run excludes --report-status"},
       {"requeue --event-id not-a-uuid" + table, "is not an event_id"},
       {"requeue --from yesterday-ish" + table, "invalid time"},
       {"replay --from-id 10 --to-id 2" + table, "--from-id is greater than --to-id"},
