@@ -12,6 +12,7 @@
 #include "cli/database_options.hpp"
 #include "cli/status_target.hpp"
 #include "controller/job_status.hpp"
+#include "controller/relay_resources.hpp"
 #include "outbox/operations.hpp"
 #include "outbox/schema.hpp"
 

@@ -1,7 +1,5 @@
 #include "controller/job_status.hpp"
 
-#include <string_view>
-
 #include <spdlog/spdlog.h>
 
 #include "controller/relay_resources.hpp"
@@ -14,28 +12,8 @@ namespace {
 
 // The CRD caps the message; an exception text (a libpq error with its context) can be long.
 constexpr std::size_t kMaxMessage = 1024;
-constexpr std::size_t kMaxRequeueToken = 63;
 
 }  // namespace
-
-std::string requeue_token_problem(const std::string& token) {
-  if (token.empty()) {
-    return "the request token is empty";
-  }
-  if (token.size() > kMaxRequeueToken) {
-    return "the request token is " + std::to_string(token.size()) + " characters long (at most " +
-           std::to_string(kMaxRequeueToken) + ")";
-  }
-  for (char c : token) {
-    // ASCII only, whatever the locale (std::isalnum is not).
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && std::string_view(":._+-").find(c) == std::string_view::npos) {
-      return "the request token has a character other than A-Z a-z 0-9 : . _ + - (a timestamp "
-             "such as 2026-12-04T10:00:00Z is the convention)";
-    }
-  }
-  return {};
-}
 
 Json job_status_patch(const JobRun& run) {
   Json body = {{"time", format_time(run.finished)},
@@ -54,6 +32,33 @@ Json job_status_patch(const JobRun& run) {
     body["request"] = run.request;
   }
   return {{"status", {{run.field, body}}}};
+}
+
+std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& token) {
+  const std::string name = job.at("metadata").value("name", "");
+  const std::string logs = "kubectl logs job/" + name;
+  for (const Json& c : job.value("/status/conditions"_json_pointer, Json::array())) {
+    const std::string type = c.value("type", "");
+    if (c.value("status", "") != "True" || (type != "Complete" && type != "Failed")) {
+      continue;
+    }
+    JobRun run;
+    run.field = kLastRequeueField;
+    run.request = token;
+    run.succeeded = type == "Complete";
+    run.counts = {{"requeued", std::nullopt}};
+    run.message = run.succeeded
+                      ? "The Job " + name + " completed, but its pod's report did not arrive, " +
+                            "so the count is unknown (" + logs + " has it)."
+                      : "The Job " + name + " failed before its pod reported (" +
+                            c.value("reason", "") + ": " + c.value("message", "") + "); " + logs +
+                            " may say why. Set a new " + kRequeueAnnotation +
+                            " value to run it again.";
+    run.finished =
+        parse_time(c.value("lastTransitionTime", "")).value_or(std::chrono::system_clock::now());
+    return run;
+  }
+  return std::nullopt;
 }
 
 bool report_job_run(const std::string& kubeconfig, const std::string& ns, const std::string& name,

@@ -22,19 +22,8 @@ inline const char kLastCompensationField[] = "lastCompensation";
 inline const char kLastCleanupField[] = "lastCleanup";
 inline const char kLastRequeueField[] = "lastRequeue";
 
-// The annotation a GitOps user sets on an OutboxRelay to requeue every FAILED event. Its value
-// is an opaque request token (a timestamp by convention): each new value runs one requeue Job,
-// which writes it back as status.lastRequeue.request.
-inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
-
-// What is wrong with `token` as a request token, or "" when nothing is: 1 to 63 characters of
-// A-Z a-z 0-9 : . _ + -, so it passes as one command-line argument as it is (no `$` for
-// Kubernetes to expand, no space, no `=`). The value itself is not quoted back: it may be long
-// or not printable.
-std::string requeue_token_problem(const std::string& token);
-
 struct JobRun {
-  std::string field;  // kLastCompensationField or kLastCleanupField
+  std::string field;  // kLastCompensationField, kLastCleanupField or kLastRequeueField
   bool succeeded = true;
   // Named counts, e.g. {"resent", 3}. nullopt (a run that failed before it could count) is
   // sent as null, which removes the count a previous run left.
@@ -48,6 +37,11 @@ struct JobRun {
 // merge patch merges nested objects key by key, so an empty message is sent as null to remove the
 // one a previous failed run left.
 Json job_status_patch(const JobRun& run);
+
+// The operator's answer for a requeue Job (`job`, as read from the apiserver) that ended without
+// its pod writing one (the pod could not start, ran past the Job's deadline, or its report was
+// refused): the Job's outcome, no count, `token` as the request. nullopt while the Job runs.
+std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& token);
 
 // Patches the status of OutboxRelay ns/name with `run`. Never throws: a failure (no kubeconfig,
 // apiserver unreachable, RBAC) is logged as an error and returns false, so the job's exit code

@@ -79,28 +79,39 @@ TEST(JobStatus, RequeuePatchCarriesTheRequestItAnswersAndTheCount) {
       << "only a run that answers a request names one";
 }
 
-// A token is passed to the Job as one argument and names it through its hash: only 1 to 63
-// characters of A-Z a-z 0-9 : . _ + - pass; nothing Kubernetes or a shell would expand.
-TEST(JobStatus, RequeueTokensAreShortAndPlain) {
-  const std::vector<std::string> good = {"2026-12-04T10:00:00Z", "1733306400", "a", "v1.2_3+4-5:6",
-                                         std::string(63, 'x')};
-  for (const std::string& token : good) {
-    EXPECT_EQ(requeue_token_problem(token), "") << token;
-  }
-  const std::vector<std::string> bad = {"",
-                                        std::string(64, 'x'),
-                                        "a b",
-                                        "$(OUTBOX_DSN)",
-                                        "--table=x",
-                                        "a;b",
-                                        "a\nb",
-                                        "a/b",
-                                        "\xc3\xa9t\xc3\xa9",
-                                        std::string("a\0b", 3)};
-  for (const std::string& token : bad) {
-    EXPECT_NE(requeue_token_problem(token), "") << token;
-  }
-  EXPECT_NE(requeue_token_problem(std::string(64, 'x')).find("at most 63"), std::string::npos);
+// A requeue Job that ended without its pod's report (it never started, ran past its deadline,
+// or the report was refused): the operator answers the request with the Job's outcome and no
+// count; while the Job runs, nothing.
+TEST(JobStatus, AnEndedRequeueJobIsAnsweredWithItsOutcomeAndNoCount) {
+  Json job = {{"metadata", {{"name", "orders-requeue-1234abcd"}}},
+              {"status", {{"active", 1}, {"conditions", Json::array()}}}};
+  EXPECT_FALSE(ended_requeue_run(job, "t1").has_value());
+  job["status"]["conditions"] = Json::array({{{"type", "FailureTarget"}, {"status", "True"}}});
+  EXPECT_FALSE(ended_requeue_run(job, "t1").has_value()) << "not ended yet";
+  job["status"]["conditions"].push_back({{"type", "Failed"},
+                                         {"status", "True"},
+                                         {"reason", "DeadlineExceeded"},
+                                         {"message", "Job was active longer than specified"},
+                                         {"lastTransitionTime", "2026-12-04T10:10:00Z"}});
+  const auto failed = ended_requeue_run(job, "t1");
+  ASSERT_TRUE(failed.has_value());
+  const Json p = job_status_patch(*failed).at("/status/lastRequeue"_json_pointer);
+  EXPECT_EQ(p.at("outcome"), "Failed");
+  EXPECT_EQ(p.at("request"), "t1");
+  EXPECT_EQ(p.at("time"), "2026-12-04T10:10:00Z");
+  EXPECT_TRUE(p.at("requeued").is_null());
+  const std::string message = p.at("message");
+  EXPECT_NE(message.find("DeadlineExceeded"), std::string::npos) << message;
+  EXPECT_NE(message.find("kubectl logs job/orders-requeue-1234abcd"), std::string::npos);
+  EXPECT_NE(message.find("outbox.dev/requeue-failed"), std::string::npos) << message;
+
+  job["status"]["conditions"] = Json::array({{{"type", "Complete"}, {"status", "True"}}});
+  const auto complete = ended_requeue_run(job, "t2");
+  ASSERT_TRUE(complete.has_value());
+  const Json c = job_status_patch(*complete).at("/status/lastRequeue"_json_pointer);
+  EXPECT_EQ(c.at("outcome"), "Succeeded");
+  EXPECT_EQ(c.at("request"), "t2");
+  EXPECT_TRUE(c.at("requeued").is_null()) << "the count is the pod's, and it did not report";
 }
 
 }  // namespace
