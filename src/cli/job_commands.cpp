@@ -8,47 +8,14 @@
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
 #include "cli/publish_options.hpp"
+#include "cli/status_target.hpp"
 #include "common/duration.hpp"
 #include "controller/job_status.hpp"
 #include "outbox/retention.hpp"
 #include "outbox/schema.hpp"
 #include "relay/compensator.hpp"
-#include "relay/status_reporter.hpp"
 
 namespace outbox::cli {
-namespace {
-
-// --report-status and --kubeconfig, shared by both jobs: where the run's outcome goes.
-struct StatusTarget {
-  std::string target;  // namespace/name of the OutboxRelay, empty: no report
-  std::string kubeconfig;
-
-  void add_to(CLI::App& cmd, const std::string& field) {
-    cmd.add_option("--report-status", target,
-                   "namespace/name of an OutboxRelay whose status." + field +
-                       " this run writes when it ends")
-        ->check([](const std::string& text) {
-          try {
-            relay::StatusReporter::parse_target(text);
-            return std::string();
-          } catch (const std::invalid_argument& e) {
-            return std::string(e.what());
-          }
-        });
-    cmd.add_option("--kubeconfig", kubeconfig,
-                   "kubeconfig for --report-status (default: $KUBECONFIG, then in-cluster)");
-  }
-
-  void report(const controller::JobRun& run) const {
-    if (target.empty()) {
-      return;
-    }
-    auto [ns, name] = relay::StatusReporter::parse_target(target);
-    controller::report_job_run(kubeconfig, ns, name, run);
-  }
-};
-
-}  // namespace
 
 Action add_compensate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(

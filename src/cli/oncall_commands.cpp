@@ -1,11 +1,18 @@
 // On-call tools: inspect the backlog, requeue FAILED events, replay sent ones.
+#include <chrono>
+#include <cstdint>
 #include <iostream>
+#include <optional>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "cli/status_target.hpp"
+#include "controller/job_status.hpp"
+#include "controller/relay_resources.hpp"
 #include "outbox/operations.hpp"
 #include "outbox/schema.hpp"
 
@@ -17,9 +24,16 @@ struct SelectionOptions {
   Selection selection;
   std::string biz_type, from, to;
   bool dry_run = false;
+  bool offers_all = false;
 
-  void add_to(CLI::App& cmd) {
+  // `all_help`: what --all selects; nullptr offers no --all (replay: every sent event is the
+  // whole table's history, too much to ask for by one short flag).
+  void add_to(CLI::App& cmd, const char* all_help) {
     db.add_to(cmd);
+    if (all_help != nullptr) {
+      offers_all = true;
+      cmd.add_flag("--all", selection.all, all_help);
+    }
     cmd.add_option("--event-id", selection.event_ids, "event_id (repeatable)");
     cmd.add_option("--biz-type", biz_type, "only this biz_type");
     cmd.add_option("--from", from, "created at or after (RFC 3339)");
@@ -39,6 +53,10 @@ struct SelectionOptions {
     }
     if (!to.empty()) {
       s.created_to = to;
+    }
+    if (offers_all && !s.all && s.empty()) {
+      throw std::invalid_argument(
+          "select the events: --event-id, --biz-type, --from/--to, --from-id/--to-id, or --all");
     }
     s.validate();  // before connecting: bad input changes nothing
     return s;
@@ -74,33 +92,89 @@ namespace {
 
 // requeue and replay differ only in which rows move and what the report says.
 using ChangeFn = ChangeReport (*)(pqxx::connection&, const TableName&, const Selection&, bool);
-Action add_change_command(CLI::App& app, const std::string& name, const std::string& help,
-                          ChangeFn change, const std::string& verb, const std::string& verb_past) {
-  auto* cmd = app.add_subcommand(name, help);
-  auto o = std::make_shared<SelectionOptions>();
-  o->add_to(*cmd);
-  return [o, change, verb, verb_past]() {
-    Selection s = o->resolved();
-    TableName table = TableName::parse(o->db.table);
-    pqxx::connection conn(o->db.resolve_dsn());
-    // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
-    table = inspect_table(conn, table, {o->db.column_map()}).relay_table(table);
-    std::cout << change(conn, table, s, o->dry_run).text(verb, verb_past) << std::endl;
-    return 0;
-  };
+
+ChangeReport run_change(const SelectionOptions& o, ChangeFn change) {
+  Selection s = o.resolved();
+  TableName table = TableName::parse(o.db.table);
+  pqxx::connection conn(o.db.resolve_dsn());
+  // A missing table: "run migrate first", as the relay says; an adopted one: its copy.
+  table = inspect_table(conn, table, {o.db.column_map()}).relay_table(table);
+  return change(conn, table, s, o.dry_run);
 }
+
+// The Job of an outbox.dev/requeue-failed request runs `requeue --all --request=<token>
+// --report-status=<ns>/<name>`; the token it writes back as status.lastRequeue.request tells
+// the operator that the request was answered.
+struct RequeueOptions {
+  SelectionOptions select;
+  controller::JobRun run;
+  StatusTarget status;
+
+  void add_to(CLI::App& cmd) {
+    select.add_to(cmd, "every FAILED event");
+    status.add_to(cmd, controller::kLastRequeueField);
+    cmd.add_option("--request", run.request,
+                   "the request token (the outbox.dev/requeue-failed annotation's value) this "
+                   "run answers, written as status.lastRequeue.request")
+        ->check([](const std::string& token) { return controller::requeue_token_problem(token); })
+        ->needs(cmd.get_option("--report-status"));
+    // A dry run changes nothing, so it answers no request and reports no run.
+    cmd.get_option("--dry-run")->excludes(cmd.get_option("--report-status"));
+  }
+
+  void report_done(const ChangeReport& r) {
+    run.succeeded = true;
+    run.counts = {{"requeued", static_cast<std::int64_t>(r.event_ids.size())}};
+    run.message.clear();
+    report();
+  }
+
+  // The requeue is one transaction, but a connection lost at commit leaves open whether it
+  // happened: a failed run's count is unknown.
+  void report_failed(const std::string& error) {
+    run.succeeded = false;
+    run.counts = {{"requeued", std::nullopt}};
+    run.message = "requeue failed: " + error;
+    report();
+  }
+
+ private:
+  void report() {
+    run.field = controller::kLastRequeueField;
+    run.finished = std::chrono::system_clock::now();
+    status.report(run);
+  }
+};
 
 }  // namespace
 
 Action add_requeue_command(CLI::App& app) {
-  return add_change_command(app, "requeue", "move FAILED events back to pending", requeue_failed,
-                            "requeue", "requeued");
+  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
+  auto o = std::make_shared<RequeueOptions>();
+  o->add_to(*cmd);
+  return [o]() {
+    ChangeReport r;
+    try {
+      r = run_change(o->select, requeue_failed);
+    } catch (const std::exception& e) {
+      o->report_failed(e.what());
+      throw;
+    }
+    std::cout << r.text("requeue", "requeued") << std::endl;
+    o->report_done(r);
+    return 0;
+  };
 }
 
 Action add_replay_command(CLI::App& app) {
-  return add_change_command(app, "replay",
-                            "publish sent events again (consumers dedupe on event_id)", replay_sent,
-                            "replay", "replayed");
+  auto* cmd =
+      app.add_subcommand("replay", "publish sent events again (consumers dedupe on event_id)");
+  auto o = std::make_shared<SelectionOptions>();
+  o->add_to(*cmd, nullptr);
+  return [o]() {
+    std::cout << run_change(*o, replay_sent).text("replay", "replayed") << std::endl;
+    return 0;
+  };
 }
 
 }  // namespace outbox::cli

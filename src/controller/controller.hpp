@@ -157,6 +157,8 @@ class Controller {
   void write_status(const Json& relay, const Json& desired, const Json& before);
   void record_event(const Json& relay, const std::string& reason, const std::string& message);
   void clear_relay_problem(const Json& relay, bool not_ready);
+  // Writes status.lastRequeue for a requeue Job that ended without its pod writing it.
+  void answer_ended_requeue(const Json& relay, std::stop_token stop);
 
   kube::Client& client_;
   ControllerOptions options_;

@@ -28,7 +28,37 @@ Json job_status_patch(const JobRun& run) {
   } else {
     body["message"] = run.message;
   }
+  if (!run.request.empty()) {
+    body["request"] = run.request;
+  }
   return {{"status", {{run.field, body}}}};
+}
+
+std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& token) {
+  const std::string name = job.at("metadata").value("name", "");
+  const std::string logs = "kubectl logs job/" + name;
+  for (const Json& c : job.value("/status/conditions"_json_pointer, Json::array())) {
+    const std::string type = c.value("type", "");
+    if (c.value("status", "") != "True" || (type != "Complete" && type != "Failed")) {
+      continue;
+    }
+    JobRun run;
+    run.field = kLastRequeueField;
+    run.request = token;
+    run.succeeded = type == "Complete";
+    run.counts = {{"requeued", std::nullopt}};
+    run.message = run.succeeded
+                      ? "The Job " + name + " completed, but its pod's report did not arrive, " +
+                            "so the count is unknown (" + logs + " has it)."
+                      : "The Job " + name + " failed before its pod reported (" +
+                            c.value("reason", "") + ": " + c.value("message", "") + "); " + logs +
+                            " may say why. Set a new " + kRequeueAnnotation +
+                            " value to run it again.";
+    run.finished =
+        parse_time(c.value("lastTransitionTime", "")).value_or(std::chrono::system_clock::now());
+    return run;
+  }
+  return std::nullopt;
 }
 
 bool report_job_run(const std::string& kubeconfig, const std::string& ns, const std::string& name,

@@ -102,6 +102,12 @@ void Controller::apply_owned(const OwnedObject& owned) {
   desired["metadata"]["annotations"][kAppliedHashAnnotation] = hash;
   kube::Informer* informer = informer_for(*owned.resource, ns);
   std::optional<Json> live = informer ? informer->get(ns + "/" + name) : std::nullopt;
+  // A Job runs once, and its pod template cannot change: a Job's name already says what it runs
+  // (the schema Job's hashes its image and arguments, a requeue Job's its request), so one that
+  // exists is left as it is rather than refused over, say, new pod resources in the spec.
+  if (live && owned.resource == &owned::jobs) {
+    return;
+  }
   const std::string live_version =
       live ? live->at("metadata").value("resourceVersion", "") : std::string();
   {

@@ -31,6 +31,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   }
 
   apply_all(*relay, rendered, stop);
+  answer_ended_requeue(*relay, stop);
 
   // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
   // loop) change nothing the informers see once the Deployment reports them unready: look

@@ -95,6 +95,9 @@ std::string image_of(const Json& relay, const RenderOptions& options) {
   return image;
 }
 
+// A request token names its Job through a hash, but is passed as it is in --request.
+constexpr std::size_t kMaxRequeueToken = 63;
+
 // Where the pods see the Kafka Secret: one file per key, read by --kafka-config-dir.
 const char kKafkaConfigDir[] = "/etc/outbox/kafka";
 
@@ -323,14 +326,14 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
     }
     volumes.push_back({{"name", m.volume}, {"secret", std::move(secret)}});
   }
-  Json spec = {
-      {"serviceAccountName", names.deployment},
-      // Every pod writes its own part of the OutboxRelay's status (the relay status.backlog, the
-      // jobs status.lastCompensation and status.lastCleanup) with this ServiceAccount's token.
-      {"automountServiceAccountToken", true},
-      {"securityContext", pod_security_context()},
-      {"containers", Json::array({std::move(container)})},
-      {"volumes", std::move(volumes)}};
+  Json spec = {{"serviceAccountName", names.deployment},
+               // Every pod writes its own part of the OutboxRelay's status (the relay
+               // status.backlog, the jobs status.lastCompensation, status.lastCleanup and
+               // status.lastRequeue) with this ServiceAccount's token.
+               {"automountServiceAccountToken", true},
+               {"securityContext", pod_security_context()},
+               {"containers", Json::array({std::move(container)})},
+               {"volumes", std::move(volumes)}};
   if (job) {
     spec["restartPolicy"] = "Never";
   }
@@ -542,21 +545,59 @@ std::vector<std::string> migrate_args(const Json& spec) {
   return args;
 }
 
+// A Job that runs once in the relay's image with the relay's pod settings (the DSN from its
+// Secret, the relay's ServiceAccount, non-root and read-only, spec.relay.template.pod).
+struct OneShotJob {
+  std::string name;
+  std::string component;
+  int backoff_limit;
+  int deadline_seconds;
+  std::optional<int> ttl_seconds;  // ttlSecondsAfterFinished; nullopt: kept with the relay
+};
+
+Json one_shot_job(const Json& relay, const RelayNames& names, const OneShotJob& job,
+                  Json container) {
+  Json labels = labels_for(relay.at("metadata").at("name"), job.component);
+  Json pod = {{"metadata", {{"labels", labels}}},
+              {"spec", pod_spec(relay, names, std::move(container), true)}};
+  apply_pod_template(relay, pod);
+  Json spec = {{"backoffLimit", job.backoff_limit},
+               {"activeDeadlineSeconds", job.deadline_seconds},
+               {"template", std::move(pod)}};
+  if (job.ttl_seconds) {
+    spec["ttlSecondsAfterFinished"] = *job.ttl_seconds;
+  }
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", metadata(relay, job.name, job.component)},
+          {"spec", std::move(spec)}};
+}
+
 // The Job behind schema_job_name(). Never rerun by the Job controller beyond a few
 // tries: migrate is idempotent, and a table it cannot create needs a person.
 Json schema_job(const Json& relay, const RelayNames& names, const std::string& name,
                 const PodSettings& settings) {
-  Json labels = labels_for(relay.at("metadata").at("name"), "schema");
-  Json container = container_for_job(relay, "migrate", settings, migrate_args(relay.at("spec")));
-  Json pod = {{"metadata", {{"labels", labels}}},
-              {"spec", pod_spec(relay, names, std::move(container), true)}};
-  apply_pod_template(relay, pod);
-  Json meta = metadata(relay, name, "schema");
-  return {{"apiVersion", "batch/v1"},
-          {"kind", "Job"},
-          {"metadata", std::move(meta)},
-          {"spec",
-           {{"backoffLimit", 3}, {"activeDeadlineSeconds", 900}, {"template", std::move(pod)}}}};
+  return one_shot_job(
+      relay, names, {name, "schema", 3, 900, std::nullopt},
+      container_for_job(relay, "migrate", settings, migrate_args(relay.at("spec"))));
+}
+
+// The Job behind requeue_request(): every FAILED event of the table back to pending. A failed
+// try changed nothing (the requeue is one transaction), so a few more are safe. Deleted a day
+// after it ends (its log is read until then): by then its pod has answered the request in
+// status.lastRequeue, or the operator has for a pod that could not, so nothing renders it again.
+Json requeue_job(const Json& relay, const RelayNames& names, const RequeueRequest& request,
+                 const PodSettings& settings) {
+  std::vector<std::string> args = {"requeue"};
+  for (std::string& arg : table_args(relay.at("spec"))) {
+    args.push_back(std::move(arg));
+  }
+  args.push_back("--all");
+  // Validated (requeue_token_problem): no `$`, space or `=` can reach the argument.
+  args.push_back(flag("request", request.token));
+  args.push_back(report_status_arg(relay));
+  return one_shot_job(relay, names, {request.job, "requeue", 2, 600, 86400},
+                      container_for_job(relay, "requeue", settings, args));
 }
 
 // Headless: scraping reaches each pod through the endpoints, and a ClusterIP per resource
@@ -624,6 +665,46 @@ std::string schema_job_name(const Json& relay, const RenderOptions& options) {
          stable_hash(signature).substr(0, 8);
 }
 
+std::string requeue_token_problem(const std::string& token) {
+  if (token.empty()) {
+    return "the request token is empty";
+  }
+  if (token.size() > kMaxRequeueToken) {
+    return "the request token is " + std::to_string(token.size()) + " characters long (at most " +
+           std::to_string(kMaxRequeueToken) + ")";
+  }
+  for (char c : token) {
+    // ASCII only, whatever the locale (std::isalnum is not).
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && std::string_view(":._+-").find(c) == std::string_view::npos) {
+      return "the request token has a character other than A-Z a-z 0-9 : . _ + - (a timestamp "
+             "such as 2026-12-04T10:00:00Z is the convention)";
+    }
+  }
+  return {};
+}
+
+RequeueRequest requeue_request(const Json& relay) {
+  RequeueRequest out;
+  const Json annotations = relay.at("metadata").value("annotations", Json::object());
+  const auto value = annotations.find(kRequeueAnnotation);
+  if (value == annotations.end() || !value->is_string()) {
+    return out;
+  }
+  const std::string token = value->get<std::string>();
+  if (const std::string problem = requeue_token_problem(token); !problem.empty()) {
+    out.problem = "annotation " + std::string(kRequeueAnnotation) + ": " + problem +
+                  ". No requeue runs until it is fixed.";
+    return out;
+  }
+  out.token = token;
+  if (value_at<std::string>(relay, "/status/lastRequeue/request", "") != token) {
+    out.job = relay.at("metadata").at("name").get<std::string>() + "-requeue-" +
+              stable_hash(token).substr(0, 8);
+  }
+  return out;
+}
+
 std::vector<std::string> relay_args(const Json& relay) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"relay"};
@@ -670,6 +751,9 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
     };
     if (const std::string job = schema_job_name(relay, options); !job.empty()) {
       out.objects.push_back({&owned::jobs, schema_job(relay, names, job, pod)});
+    }
+    if (const RequeueRequest requeue = requeue_request(relay); !requeue.job.empty()) {
+      out.objects.push_back({&owned::jobs, requeue_job(relay, names, requeue, pod)});
     }
     out.pdb_name = names.deployment;
     out.wants_pdb = replicas > 1;

@@ -13,9 +13,11 @@
 // server-side apply. Pure functions: no I/O, so every rule here is unit-tested without an
 // apiserver.
 //
-// Names: an OutboxRelay name is a DNS label of at most 40 characters (the CRD enforces it), and
-// every derived name adds a suffix of at most 11 characters, so each stays a valid DNS label
-// (CronJob names must leave room for the Job controller's 11-character suffix: 40 + 11 <= 52).
+// Names: an OutboxRelay name is a DNS label of at most 40 characters (the CRD enforces it). The
+// names derived for objects that live on add a suffix of at most 11 characters (CronJob names
+// must leave room for the Job controller's 11-character suffix: 40 + 11 <= 52); the one-shot
+// Jobs add "-schema-" or "-requeue-" and 8 hex digits, at most 57 characters in all, so their
+// pods' generated names (a 58-character prefix and 5 random ones) keep the whole Job name.
 namespace outbox::controller {
 
 using Json = nlohmann::json;
@@ -33,6 +35,17 @@ inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
 // only when a container starts).
 inline const char kSecretsHashAnnotation[] = "outbox.dev/secrets-hash";
 inline constexpr int kRelayPort = 8080;
+
+// The annotation a GitOps user sets on an OutboxRelay to requeue every FAILED event. Its value
+// is an opaque request token (a timestamp by convention): each new value runs one requeue Job,
+// which writes it back as status.lastRequeue.request.
+inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
+
+// What is wrong with `token` as a request token, or "" when nothing is: 1 to 63 characters of
+// A-Z a-z 0-9 : . _ + -, so it passes as one command-line argument as it is (no `$` for
+// Kubernetes to expand, no space, no `=`). The value itself is not quoted back: it may be long
+// or not printable.
+std::string requeue_token_problem(const std::string& token);
 
 // Every kind the operator owns, with the REST resource it is applied through.
 namespace owned {
@@ -70,6 +83,16 @@ struct RenderOptions {
 // operator upgrade that may need a newer schema) or another table runs a new Job, and the same
 // ones never run twice. Empty without manageSchema. Throws InvalidSpec like render_relay.
 std::string schema_job_name(const Json& relay, const RenderOptions& options);
+
+// What the outbox.dev/requeue-failed annotation (kRequeueAnnotation) asks for now. Its value is
+// a request token; a request is answered once its token is status.lastRequeue.request, which
+// the requeue Job writes when it ends (or the operator, for a Job that ended without doing so).
+struct RequeueRequest {
+  std::string token;    // the annotation's value once validated; empty: none, or refused
+  std::string job;      // "<name>-requeue-<hash of token>" while unanswered; else empty
+  std::string problem;  // why the value is refused, naming the annotation; else empty
+};
+RequeueRequest requeue_request(const Json& relay);
 
 // Label selector string of the relay pods (status.relay.selector, for the scale subresource).
 std::string relay_selector(const std::string& relay_name);

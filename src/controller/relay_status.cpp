@@ -126,7 +126,8 @@ struct Conditions {
 
   // What a person must fix, if anything: the operator's own finding (a missing Secret, an
   // invalid spec), else a relay pod's fresh report of its own (table not migrated, Kafka
-  // refused the credentials), else a failed schema migration.
+  // refused the credentials), else a failed schema migration, else a requeue annotation it
+  // refuses (the relay itself is fine; GitOps tools read Stalled to show the bad value).
   std::optional<Problem> blocking_problem() const {
     if (in.problem) {
       return in.problem;
@@ -141,6 +142,9 @@ struct Conditions {
       if (Json s = schema_ready(); s.at("reason") == "MigrationFailed") {
         return Problem{"MigrationFailed", s.at("message")};
       }
+    }
+    if (const std::string refused = requeue_request(in.relay).problem; !refused.empty()) {
+      return Problem{"InvalidAnnotation", refused};
     }
     return std::nullopt;
   }
@@ -271,13 +275,15 @@ struct Conditions {
                                        : "."));
   }
 
-  // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup);
-  // the operator only turns a failed one into a condition, which a later good run clears.
+  // The jobs write their last runs themselves (status.lastCompensation, status.lastCleanup,
+  // status.lastRequeue); the operator only turns a failed one into a condition, which a later
+  // good run clears (for a requeue: the next request's).
   Json job_failed() const {
     std::string failed_jobs;
     std::string failed_messages;
     for (const auto& [field, job] :
-         {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"}}) {
+         {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"},
+          std::pair{"lastRequeue", "Requeue"}}) {
       const Json run = current.value(field, Json::object());
       if (run.is_object() && run.value("outcome", "") == "Failed") {
         failed_jobs += job;
@@ -287,11 +293,14 @@ struct Conditions {
     }
     if (failed_jobs.empty()) {
       return make("JobFailed", false, "NoFailedRun",
-                  "The last compensation and cleanup runs did not fail (or have not run yet).");
+                  "The last compensation, cleanup and requeue runs did not fail (or have not run "
+                  "yet).");
     }
-    return make(
-        "JobFailed", true, failed_jobs + "Failed",
-        failed_messages + "See the Job's logs; the next run that succeeds clears this condition.");
+    return make("JobFailed", true, failed_jobs + "Failed",
+                failed_messages + "See the Job's logs; the next run that succeeds clears this " +
+                    (failed_jobs.ends_with("Requeue") ? "condition (a requeue runs again for a new "
+                                                        "outbox.dev/requeue-failed value)."
+                                                      : "condition."));
   }
 
   const StatusInputs& in;

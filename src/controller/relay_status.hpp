@@ -70,7 +70,8 @@ bool relays_not_ready(const Json& status);
 // (Flux, Argo CD, kpt) reads them (Stalled: a person must fix something; Reconciling: a rollout
 // or migration is under way); Progressing (the Deployment's view); Degraded (what to fix: the
 // operator's finding or a relay's own report); BacklogStuck (the oldest pending event is older
-// than monitoring.stuckAfter; Unknown when no fresh report); JobFailed; SchemaReady. Conditions
+// than monitoring.stuckAfter; Unknown when no fresh report); JobFailed (the last compensation,
+// cleanup or requeue run failed); SchemaReady. Conditions
 // follow metav1.Condition: lastTransitionTime is copied from the current status unless the
 // condition's status flips.
 Json compute_status(const StatusInputs& in);

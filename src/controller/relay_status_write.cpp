@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "controller/job_status.hpp"
+
 // Writing what the reconciler found: the status (computed by relay_status), Events for
 // conditions that turned on, and clearing a relay's stale report of its own problem.
 namespace outbox::controller {
@@ -112,6 +114,35 @@ void Controller::write_status(const Json& relay, const Json& desired, const Json
       record_event(relay, now.at("reason"), now.at("message"));
     }
   }
+}
+
+// A requeue Job whose pod never wrote status.lastRequeue (it could not start, ran past the
+// deadline, or its report was refused) leaves the request unanswered, and the Job's deletion
+// after ttlSecondsAfterFinished would run it again. So once the Job has ended, the operator
+// answers for it (ended_requeue_run): a merge patch of that one field, as the pod's own. The
+// live object is read first: the pod's report comes before the Job ends, but its watch event
+// may come after.
+void Controller::answer_ended_requeue(const Json& relay, std::stop_token stop) {
+  const RequeueRequest request = requeue_request(relay);
+  const std::string ns = ns_of(relay);
+  kube::Informer* jobs = informer_for(owned::jobs, ns);
+  if (request.job.empty() || jobs == nullptr) {
+    return;
+  }
+  const std::optional<Json> job = jobs->get(ns + "/" + request.job);
+  const std::optional<JobRun> run = job ? ended_requeue_run(*job, request.token) : std::nullopt;
+  if (!run) {
+    return;
+  }
+  const Json live = client_.get(kOutboxRelays, ns, name_of(relay));
+  if (requeue_request(live).job != request.job) {
+    return;  // answered by the pod after all, or another request replaced it
+  }
+  throw_if_stopped(stop);
+  client_.merge_patch(kOutboxRelays, ns, name_of(relay), job_status_patch(*run), "status");
+  status_writes_.inc();
+  spdlog::info("answered requeue request {} of {}/{} for Job {}, which ended without a report",
+               request.token, ns, name_of(relay), request.job);
 }
 
 // The relay pod that wrote status.relayProblem clears it once ready, but a pod replaced while

@@ -84,10 +84,17 @@ ChangeReport change(pqxx::connection& conn, const std::string& relation, const S
 
 }  // namespace
 
+bool Selection::empty() const {
+  return event_ids.empty() && !biz_type && !created_from && !created_to && !id_from && !id_to;
+}
+
 void Selection::validate() const {
   static const std::regex uuid(
       "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
-  if (event_ids.empty() && !biz_type && !created_from && !created_to && !id_from && !id_to) {
+  if (all && !empty()) {
+    throw std::invalid_argument("--all selects every event: give it without another selector");
+  }
+  if (!all && empty()) {
     throw std::invalid_argument(
         "select the events: --event-id, --biz-type, --from/--to or --from-id/--to-id");
   }

@@ -40,15 +40,20 @@ struct Inspection {
 
 Inspection inspect(pqxx::connection& conn, const TableName& table, int top = 5);
 
-// Which rows a requeue or replay touches. At least one selector must be set;
-// all that are set must hold. Times are RFC 3339 or anything PostgreSQL's
-// timestamptz input accepts; ids are checked before any SQL runs.
+// Which rows a requeue or replay touches. At least one selector must be set,
+// or `all` alone; all that are set must hold. Times are RFC 3339 or anything
+// PostgreSQL's timestamptz input accepts; ids are checked before any SQL runs.
 struct Selection {
   std::vector<std::string> event_ids;  // UUIDs
   std::optional<std::string> biz_type;
   std::optional<std::string> created_from, created_to;  // [from, to)
   std::optional<std::int64_t> id_from, id_to;           // [from, to]
+  // Every row in the state the change starts from (requeue --all: every FAILED event), said
+  // on purpose rather than implied by a missing selector.
+  bool all = false;
 
+  // Whether no selector is set (`all` aside).
+  bool empty() const;
   // Throws std::invalid_argument saying what is wrong.
   void validate() const;
 };

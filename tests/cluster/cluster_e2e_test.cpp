@@ -268,21 +268,26 @@ TEST(Cluster, RelayPodsDeliverOverScramAndTlsWithStrimziShapedSecrets) {
   EXPECT_EQ(cmdline.find(password), std::string::npos) << "the password is in the relay's argv";
 }
 
+// A ready relay whose 20 events were all delivered, then three of them left FAILED as a relay
+// leaves events after retry.maxAttempts: what a requeue works on.
+void leave_three_failed(RelayUnderTest& r) {
+  r.apply();
+  r.wait_ready();
+  r.table.insert(20, 4);
+  ASSERT_EQ(r.delivery_problem(20), "");
+  pqxx::connection conn(r.table.dsn);
+  pqxx::nontransaction(conn).exec(
+      "UPDATE " + r.table.table.quoted() + " SET status = 2, last_error = 'broker refused' " +
+      "WHERE id IN (SELECT id FROM " + r.table.table.quoted() + " ORDER BY id LIMIT 3)");
+}
+
 // The on-call path with Kubernetes RBAC only: `kubectl outbox status` shows the conditions, the
 // backlog, every relay pod with the shards it owns and the table's health; inspect and requeue
 // run inside a relay pod, so FAILED events are seen and moved back with no database password
 // on the on-call's side.
 TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod) {
   RelayUnderTest r("cl-oncall");
-  r.apply();
-  r.wait_ready();
-  r.table.insert(20, 4);
-  ASSERT_EQ(r.delivery_problem(20), "");
-  // Three events as a relay leaves them after retry.maxAttempts.
-  pqxx::connection conn(r.table.dsn);
-  pqxx::nontransaction(conn).exec(
-      "UPDATE " + r.table.table.quoted() + " SET status = 2, last_error = 'broker refused' " +
-      "WHERE id IN (SELECT id FROM " + r.table.table.quoted() + " ORDER BY id LIMIT 3)");
+  ASSERT_NO_FATAL_FAILURE(leave_three_failed(r));
 
   const std::string status = kubectl_outbox("status " + r.name + " -n " + r.ns);
   EXPECT_NE(status.find("OutboxRelay " + r.ns + "/" + r.name), std::string::npos) << status;
@@ -310,6 +315,40 @@ TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod)
   EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
       << "the requeued events were published again";
   EXPECT_THROW(kubectl_outbox("status no-such-relay -n " + r.ns), std::runtime_error);
+}
+
+// The GitOps path: the outbox.dev/requeue-failed annotation runs a Job in the relay's image
+// with the relay's Secret-mounted DSN; its pod requeues every FAILED event, the relays publish
+// them again, and it answers the request in status.lastRequeue with the count.
+TEST(Cluster, TheRequeueAnnotationRunsAJobThatRequeuesFailedEventsAndAnswersInStatus) {
+  RelayUnderTest r("cl-requeue");
+  ASSERT_NO_FATAL_FAILURE(leave_three_failed(r));
+  const std::string token = "2026-12-04T10:00:00Z";
+  kubectl("-n " + r.ns + " annotate obr " + r.name + " outbox.dev/requeue-failed=" + token);
+  ASSERT_TRUE(eventually(
+      [&] { return r.get().value("/status/lastRequeue/request"_json_pointer, "") == token; }, 180s))
+      << kubectl("-n " + r.ns + " get jobs,pods -o wide");
+  const Json answer = r.get().at("/status/lastRequeue"_json_pointer);
+  EXPECT_EQ(answer.at("outcome"), "Succeeded") << answer.dump();
+  EXPECT_EQ(answer.at("requeued"), 3) << answer.dump();
+  EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
+      << "the requeued events were published again";
+  EXPECT_EQ(r.table.count("status = 2"), 0);
+
+  // The Job's pod ran as the relay's pods do: the relay's ServiceAccount, the DSN from the
+  // Secret (never in the Job), and it completed.
+  const Json job = Json::parse(kubectl("-n " + r.ns + " get job -l " +
+                                       "app.kubernetes.io/component=requeue -o json"))
+                       .at("items")
+                       .at(0);
+  EXPECT_EQ(job.value("/status/succeeded"_json_pointer, 0), 1) << job.dump();
+  EXPECT_EQ(job.at("/spec/template/spec/serviceAccountName"_json_pointer), "orders-relay");
+  EXPECT_EQ(job.dump().find(node_env().pod_dsn), std::string::npos) << "the DSN is in the Job";
+  for (const Json& c : r.get().value("/status/conditions"_json_pointer, Json::array())) {
+    if (c.value("type", "") == "JobFailed") {
+      EXPECT_EQ(c.value("status", ""), "False") << c.dump();
+    }
+  }
 }
 
 TEST(Cluster, KilledRelayContainerAndDeletedPodAreReplacedWithNothingLost) {

@@ -328,6 +328,149 @@ TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
             std::string::npos);
 }
 
+// The OutboxRelay with the requeue annotation set to `token`, and `status` when given.
+Json requeue_requested(const std::string& token, const Json& status = Json(),
+                       const Json& spec_patch = Json::object()) {
+  Json r = relay(spec_patch);
+  r["metadata"]["annotations"] = {{kRequeueAnnotation, token}, {"other", "kept"}};
+  if (!status.is_null()) {
+    r["status"] = status;
+  }
+  return r;
+}
+
+std::vector<Json> requeue_jobs(const RenderedRelay& r) {
+  std::vector<Json> out;
+  for (const auto& o : r.objects) {
+    if (o.object.at("kind") == "Job" &&
+        o.object.at("/metadata/name"_json_pointer).get<std::string>().find("-requeue-") !=
+            std::string::npos) {
+      out.push_back(o.object);
+    }
+  }
+  return out;
+}
+
+// A token is passed to the Job as one argument and names it through its hash: only 1 to 63
+// characters of A-Z a-z 0-9 : . _ + - pass; nothing Kubernetes or a shell would expand.
+TEST(RenderRelay, RequeueTokensAreShortAndPlain) {
+  const std::vector<std::string> good = {"2026-12-04T10:00:00Z", "1733306400", "a", "v1.2_3+4-5:6",
+                                         std::string(63, 'x')};
+  for (const std::string& token : good) {
+    EXPECT_EQ(requeue_token_problem(token), "") << token;
+  }
+  const std::vector<std::string> bad = {"",
+                                        std::string(64, 'x'),
+                                        "a b",
+                                        "$(OUTBOX_DSN)",
+                                        "--table=x",
+                                        "a;b",
+                                        "a\nb",
+                                        "a/b",
+                                        "\xc3\xa9t\xc3\xa9",
+                                        std::string("a\0b", 3)};
+  for (const std::string& token : bad) {
+    EXPECT_NE(requeue_token_problem(token), "") << token;
+  }
+  EXPECT_NE(requeue_token_problem(std::string(64, 'x')).find("at most 63"), std::string::npos);
+}
+
+// outbox.dev/requeue-failed: one Job per request token, named by its hash, running `requeue
+// --all` on the spec's table in the relay's image and pod settings (the DSN from the Secret,
+// never an argument), writing the token back as status.lastRequeue.request. Once the status
+// holds the token (whatever the outcome), the Job is no longer rendered; a new token renders a
+// new Job.
+TEST(RenderRelay, ARequeueAnnotationRendersOneJobUntilItsRequestIsAnswered) {
+  const RenderOptions opts{"img:1", ""};
+  const std::string token = "2026-12-04T10:00:00Z";
+  const std::string name = "orders-requeue-" + stable_hash(token).substr(0, 8);
+  const RequeueRequest request = requeue_request(requeue_requested(token));
+  EXPECT_EQ(request.token, token);
+  EXPECT_EQ(request.job, name);
+  EXPECT_EQ(request.problem, "");
+  const auto jobs = requeue_jobs(render_relay(requeue_requested(token), opts));
+  ASSERT_EQ(jobs.size(), 1u);
+  const Json& job = jobs[0];
+  EXPECT_EQ(job.at("/metadata/name"_json_pointer), name);
+  EXPECT_LE(name.size(), 63u);
+  EXPECT_EQ(job.at("/metadata/ownerReferences/0/uid"_json_pointer), "u-1");
+  EXPECT_EQ(job.at("/metadata/labels/app.kubernetes.io~1component"_json_pointer), "requeue");
+  EXPECT_EQ(job.at("/spec/backoffLimit"_json_pointer), 2);
+  EXPECT_EQ(job.at("/spec/activeDeadlineSeconds"_json_pointer), 600);
+  EXPECT_EQ(job.at("/spec/ttlSecondsAfterFinished"_json_pointer), 86400);
+  const Json pod = job.at("/spec/template/spec"_json_pointer);
+  EXPECT_EQ(pod.at("serviceAccountName"), "orders-relay") << "its token may patch the status";
+  EXPECT_EQ(pod.at("restartPolicy"), "Never");
+  EXPECT_TRUE(pod.at("/securityContext/runAsNonRoot"_json_pointer).get<bool>());
+  const Json c = pod.at("/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("name"), "requeue");
+  EXPECT_EQ(c.at("image"), "img:1");
+  EXPECT_EQ(c.at("args"),
+            Json::array({"requeue", "--table=public.outbox_event", "--all",
+                         "--request=2026-12-04T10:00:00Z", "--report-status=shop/orders"}));
+  EXPECT_EQ(c.at("/env/0"_json_pointer),
+            Json::parse(R"({"name":"OUTBOX_DSN","valueFrom":{"secretKeyRef":
+              {"name":"db","key":"dsn"}}})"));
+  EXPECT_TRUE(c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
+  EXPECT_EQ(c.at("volumeMounts").size(), 1u) << "no Kafka credentials: " << c.dump();
+
+  // An adopted table's columns reach it too, and it runs beside the schema Job.
+  const Json adopted = requeue_requested(token, Json(),
+                                         {{"database",
+                                           {{"manageSchema", true},
+                                            {"table", "public.outbox"},
+                                            {"columns", {{"createdAt", "timestamp"}}}}}});
+  const RenderedRelay both = render_relay(adopted, opts);
+  EXPECT_NE(find(both, "Job", schema_job_name(adopted, opts)), nullptr);
+  const Json args =
+      requeue_jobs(both).at(0).at("/spec/template/spec/containers/0/args"_json_pointer);
+  EXPECT_EQ(args.at(1), "--table=public.outbox");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--column=createdAt=timestamp"), args.end());
+
+  // Answered, Succeeded or Failed: not rendered again, even after the Job is deleted.
+  for (const char* outcome : {"Succeeded", "Failed"}) {
+    const Json answered = requeue_requested(
+        token, {{"lastRequeue", {{"request", token}, {"outcome", outcome}, {"requeued", 3}}}});
+    EXPECT_EQ(requeue_request(answered).job, "") << outcome;
+    EXPECT_TRUE(requeue_jobs(render_relay(answered, opts)).empty()) << outcome;
+  }
+  // A new token after an answered one: a new Job.
+  const Json next = requeue_requested(
+      "2026-12-05T08:00:00Z", {{"lastRequeue", {{"request", token}, {"outcome", "Succeeded"}}}});
+  const auto next_jobs = requeue_jobs(render_relay(next, opts));
+  ASSERT_EQ(next_jobs.size(), 1u);
+  EXPECT_NE(next_jobs[0].at("/metadata/name"_json_pointer), name);
+  EXPECT_EQ(next_jobs[0].at("/metadata/name"_json_pointer), requeue_request(next).job);
+  // No annotation: no Job, nothing to answer.
+  EXPECT_TRUE(requeue_jobs(render_relay(relay(), opts)).empty());
+  EXPECT_EQ(requeue_request(relay()).token, "");
+}
+
+// A value the Job could not take as it is (empty, too long, a space, `$(VAR)` Kubernetes would
+// expand, `=`, a newline, non-ASCII) renders no Job and never reaches an argument; the refusal
+// names the annotation. The rest of the relay renders as usual.
+TEST(RenderRelay, AnInvalidRequeueTokenIsRefusedNamingTheAnnotation) {
+  const RenderOptions opts{"img:1", ""};
+  const std::vector<std::string> bad = {
+      "", "a b", "$(OUTBOX_DSN)", "x --table=evil", std::string(64, '1'), "a\nb", "t\xc3\xa9"};
+  for (const std::string& token : bad) {
+    const RequeueRequest request = requeue_request(requeue_requested(token));
+    EXPECT_EQ(request.token, "") << token;
+    EXPECT_EQ(request.job, "") << token;
+    EXPECT_EQ(request.problem.rfind("annotation outbox.dev/requeue-failed: ", 0), 0u)
+        << request.problem;
+    RenderedRelay r;
+    ASSERT_NO_THROW(r = render_relay(requeue_requested(token), opts)) << token;
+    EXPECT_TRUE(requeue_jobs(r).empty()) << token;
+    EXPECT_NE(find(r, "Deployment", "orders-relay"), nullptr);
+    for (const auto& o : r.objects) {
+      EXPECT_EQ(o.object.dump().find("--request"), std::string::npos) << o.object.dump();
+    }
+  }
+  EXPECT_NE(requeue_request(requeue_requested(std::string(64, '1'))).problem.find("at most 63"),
+            std::string::npos);
+}
+
 // Every pod the operator starts logs as the operator does, and says in each JSON line which
 // namespace, OutboxRelay and pod it is (the downward API gives the last).
 TEST(RenderRelay, PodsGetTheOperatorsLogSettingsAndTheirIdentity) {

@@ -83,6 +83,57 @@ TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
       "False");
 }
 
+// A failed requeue run is a failed job like the others, and says how to run it again.
+TEST(RelayStatus, JobFailedFollowsTheLastRequeueRun) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay();
+  r["status"] = {{"lastRequeue",
+                  {{"outcome", "Failed"},
+                   {"request", "t1"},
+                   {"time", "2026-12-04T10:00:00Z"},
+                   {"message", "requeue failed: connection refused"}}}};
+  Json failed =
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed");
+  EXPECT_EQ(failed.at("status"), "True");
+  EXPECT_EQ(failed.at("reason"), "RequeueFailed");
+  const std::string message = failed.at("message");
+  EXPECT_NE(message.find("requeue failed: connection refused"), std::string::npos) << message;
+  EXPECT_NE(message.find("new outbox.dev/requeue-failed value"), std::string::npos) << message;
+  r["status"]["lastRequeue"]["outcome"] = "Succeeded";
+  EXPECT_EQ(
+      find_condition(compute_status({r, nullptr, std::nullopt, now, "", "", nullptr}), "JobFailed")
+          .at("status"),
+      "False");
+}
+
+// A requeue annotation the operator refuses is for a person to fix: Degraded and Stalled name
+// it (kstatus readers such as Flux and Argo CD show Stalled); Ready still says how the relay
+// pods are, as the relay is not affected.
+TEST(RelayStatus, AnInvalidRequeueAnnotationIsDegradedNotUnready) {
+  auto now = std::chrono::system_clock::now();
+  Json r = relay();
+  r["metadata"]["annotations"] = {{kRequeueAnnotation, "next tuesday"}};
+  const Json deployment = {
+      {"metadata", {{"generation", 1}}},
+      {"status",
+       {{"observedGeneration", 1}, {"replicas", 2}, {"readyReplicas", 2}, {"updatedReplicas", 2}}}};
+  const Json s = compute_status({r, &deployment, std::nullopt, now, "", "", nullptr});
+  for (const char* type : {"Degraded", "Stalled"}) {
+    const Json c = find_condition(s, type);
+    EXPECT_EQ(c.at("status"), "True") << type;
+    EXPECT_EQ(c.at("reason"), "InvalidAnnotation") << type;
+    EXPECT_NE(c.at("message").get<std::string>().find("annotation outbox.dev/requeue-failed"),
+              std::string::npos)
+        << c.dump();
+  }
+  EXPECT_EQ(find_condition(s, "Ready").at("reason"), "RelaysReady");
+  r["metadata"]["annotations"][kRequeueAnnotation] = "2026-12-04T10:00:00Z";
+  EXPECT_EQ(find_condition(compute_status({r, &deployment, std::nullopt, now, "", "", nullptr}),
+                           "Degraded")
+                .at("status"),
+            "False");
+}
+
 TEST(RelayStatus, TransitionTimeMovesOnlyWhenStatusFlips) {
   using namespace std::chrono;
   auto t0 = system_clock::time_point(seconds(1'700'000'000));

@@ -103,8 +103,11 @@ kubectl patch outboxrelay orders -n "$ns" --subresource=status --type=merge -p "
   \"relay\":{\"replicas\":2,\"readyReplicas\":2,\"selector\":\"app.kubernetes.io/instance=orders\"},
   \"backlog\":{\"pending\":12,\"failed\":3,\"oldestPendingSeconds\":0.4,\"measuredAt\":\"$now\"},
   \"lastCompensation\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"resent\":0,\"failed\":0},
-  \"lastCleanup\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"removed\":91234,\"archived\":0}}}" >/dev/null ||
+  \"lastCleanup\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"removed\":91234,\"archived\":0},
+  \"lastRequeue\":{\"time\":\"$now\",\"outcome\":\"Succeeded\",\"requeued\":3,\"request\":\"2026-12-04T10:00:00Z\"}}}" >/dev/null ||
   fail "patching the status subresource failed"
+# A field missing from the status schema would be pruned without an error.
+expect_eq "status.lastRequeue is kept" "$(kubectl get obr orders -n "$ns" -o jsonpath='{.status.lastRequeue.request} {.status.lastRequeue.requeued}')" "2026-12-04T10:00:00Z 3"
 table=$(kubectl get obr orders -n "$ns")
 expect_contains "printer columns" "$(head -1 <<<"$table")" "READY   PENDING   FAILED   OLDEST   AGE"
 expect_contains "printer column values (Ready, Pending, Failed, Oldest)" "$(tail -1 <<<"$table")" "True    12        3        0.4"

@@ -137,6 +137,24 @@ TEST(Requeue, DoesExactlyWhatItReportsAndDryRunChangesNothing) {
   EXPECT_EQ(t.count("status = 2"), 0);
 }
 
+// --all is the one way to say "every FAILED event" (what the requeue annotation's Job runs);
+// pending and sent events stay as they are.
+TEST(Requeue, AllRequeuesEveryFailedEventAndNothingElse) {
+  OutboxTestTable t;
+  seed_ages(t);
+  auto dry = run_cli(
+      t.dsn, std::string(OUTBOX_BINARY) + " requeue --all --dry-run --table " + t.table.plain());
+  EXPECT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("would requeue 5 event(s)"), std::string::npos) << dry.output;
+  EXPECT_EQ(t.count("status = 2"), 5);
+  auto r = run_cli(t.dsn, std::string(OUTBOX_BINARY) + " requeue --all --table " + t.table.plain());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("requeued 5 event(s)"), std::string::npos) << r.output;
+  EXPECT_EQ(t.count("status = 2"), 0);
+  EXPECT_EQ(t.count("status = 0"), 10) << "5 pending + 5 requeued";
+  EXPECT_EQ(t.count("status = 1"), 40) << "sent events are not touched";
+}
+
 TEST(Replay, SendsARangeAgainAndReportsIt) {
   OutboxTestTable t;
   seed_ages(t);
@@ -166,6 +184,16 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
   };
   std::vector<Case> cases = {
       {"requeue" + table, "select the events"},
+      {"requeue" + table, "or --all"},
+      {"requeue --all --biz-type order" + table, "--all selects every event"},
+      {"replay --all" + table, "--all"},
+      // The requeue Job's own flags: a token only as the annotation allows it, and only with a
+      // status to write it to; a dry run answers no request.
+      {"requeue --all --report-status shop/orders --request 'a b'" + table,
+       "--request: the request token has a character"},
+      {"requeue --all --request 2026-12-04" + table, "--request requires --report-status"},
+      {"requeue --all --dry-run --report-status shop/orders" + table,
+       "--dry-run excludes --report-status"},
       {"requeue --event-id not-a-uuid" + table, "is not an event_id"},
       {"requeue --from yesterday-ish" + table, "invalid time"},
       {"replay --from-id 10 --to-id 2" + table, "--from-id is greater than --to-id"},

@@ -1,10 +1,12 @@
-// The pure parts of the outbox component: table names and PostgreSQL array literals.
+// The pure parts of the outbox component: table names, PostgreSQL array literals and the
+// on-call commands' selections.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "outbox/operations.hpp"
 #include "outbox/store.hpp"
 #include "outbox/table.hpp"
 
@@ -39,6 +41,31 @@ TEST(PgArray, TextLiteralsQuoteEveryElement) {
 TEST(PgArray, RendersIntegerArrayLiterals) {
   EXPECT_EQ(pg_int_array(std::vector<int>{}), "{}");
   EXPECT_EQ(pg_int_array(std::vector<long>{1, -2, 3}), "{1,-2,3}");
+}
+
+// A requeue or replay changes nothing it was not told to: no selector is an error, and --all
+// (every row of the state) is said on purpose and alone, never mixed with a narrower selector
+// that it would silently override.
+TEST(Selection, NeedsASelectorOrAllAlone) {
+  Selection none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_THROW(none.validate(), std::invalid_argument);
+  Selection all;
+  all.all = true;
+  EXPECT_TRUE(all.empty()) << "all is not a narrowing selector";
+  EXPECT_NO_THROW(all.validate());
+  Selection mixed = all;
+  mixed.biz_type = "order";
+  EXPECT_FALSE(mixed.empty());
+  try {
+    mixed.validate();
+    ADD_FAILURE() << "--all with --biz-type was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--all"), std::string::npos) << e.what();
+  }
+  Selection from_id;
+  from_id.id_from = 0;
+  EXPECT_NO_THROW(from_id.validate());
 }
 
 }  // namespace
