@@ -582,7 +582,7 @@ Buckets histogram_buckets(const std::string& exposition, const std::string& name
   std::istringstream lines(exposition);
   const std::string prefix = name + "_bucket{";
   for (std::string line; std::getline(lines, line);) {
-    const auto le = line.find("le=\"");
+    const auto le = line.rfind("le=\"");  // the last label; "table=\"" ends with le="
     if (line.rfind(prefix, 0) != 0 || le == std::string::npos) {
       continue;
     }
