@@ -103,6 +103,11 @@ Counter& Registry::counter(const std::string& name, const std::string& help, con
   return *slot;
 }
 
+void Registry::describe_counter(const std::string& name, const std::string& help) {
+  std::lock_guard lock(mu_);
+  family(name, "counter", help);
+}
+
 Gauge& Registry::gauge(const std::string& name, const std::string& help, const Labels& labels) {
   std::lock_guard lock(mu_);
   auto& slot = family(name, "gauge", help).gauges[render_labels(labels)];

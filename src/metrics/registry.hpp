@@ -54,6 +54,9 @@ class Registry {
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                        const Labels& labels = {});
+  // A counter family whose series appear later (their labels are known only then, e.g. a
+  // topic): rendered with its HELP and TYPE and no sample until counter() adds one.
+  void describe_counter(const std::string& name, const std::string& help);
   std::string render() const;
 
  private:

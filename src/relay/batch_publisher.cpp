@@ -129,6 +129,7 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
               e.biz_id, e.event_id, e.id, it->second->event_id, it->second->id);
         }
         s.delivered.push_back(e.id);
+        ++out.delivered_by_topic[policy.router.topic_for(e.biz_type)];
         break;
       case kafka::ErrorClass::kUnreachable:
         // Not the event's fault: leave it pending as it was, burn no attempt.
@@ -138,11 +139,15 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
         break;
       case kafka::ErrorClass::kPermanent:
         s.decisions.push_back({e.id, true, {}, d.error});
+        ++out.failed_by_topic[policy.router.topic_for(e.biz_type)];
         break;
       case kafka::ErrorClass::kRetryable: {
         int attempts = e.retry_count + 1;
         bool give_up = attempts >= policy.max_attempts;
         s.decisions.push_back({e.id, give_up, policy.backoff.delay(attempts, unit(rng)), d.error});
+        if (give_up) {
+          ++out.failed_by_topic[policy.router.topic_for(e.biz_type)];
+        }
         undelivered.try_emplace(e.biz_id, &e);
         break;
       }

@@ -33,6 +33,10 @@ struct BatchOutcome {
   std::size_t deferred = 0;         // left pending, no attempt counted (Kafka unreachable)
   std::size_t order_anomalies = 0;  // delivered after an earlier event of its key was not
   bool kafka_unreachable = false;
+  // `delivered` and the `failed` Kafka refused, by the topic they were sent to (an event that
+  // could not be routed has no topic and is counted in `failed` only).
+  std::map<std::string, std::size_t> delivered_by_topic;
+  std::map<std::string, std::size_t> failed_by_topic;
 };
 
 // The broker's verdict on a batch, before it is written back to the database.

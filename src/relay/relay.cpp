@@ -43,6 +43,12 @@ std::optional<std::chrono::system_clock::time_point> parse_created_at(const std:
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
 }
 
+const char kTopicPublished[] = "outbox_topic_events_published_total";
+const char kTopicPublishedHelp[] = "Events acknowledged by Kafka and marked sent, by topic";
+const char kTopicFailed[] = "outbox_topic_events_failed_total";
+const char kTopicFailedHelp[] =
+    "Events moved to FAILED by Kafka's answer (attempts used up, or refused for good), by topic";
+
 // `labels` and one more.
 metrics::Labels with(metrics::Labels labels, const std::string& name, const std::string& value) {
   labels[name] = value;
@@ -99,7 +105,19 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
           "Unix time of the outbox table's last vacuum or autovacuum (database clock); 0 when "
           "not vacuumed since the statistics were reset, so time() minus it alerts as very old",
           labels)),
-      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka", labels)) {
+      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka", labels)),
+      registry_(r),
+      labels_(labels) {
+  r.describe_counter(kTopicPublished, kTopicPublishedHelp);
+  r.describe_counter(kTopicFailed, kTopicFailedHelp);
+}
+
+metrics::Counter& RelayMetrics::published_to(const std::string& topic) {
+  return registry_.counter(kTopicPublished, kTopicPublishedHelp, with(labels_, "topic", topic));
+}
+
+metrics::Counter& RelayMetrics::failed_to(const std::string& topic) {
+  return registry_.counter(kTopicFailed, kTopicFailedHelp, with(labels_, "topic", topic));
 }
 
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
@@ -477,6 +495,12 @@ void Relay::record(const BatchOutcome& o) {
   metrics_.retried.inc(static_cast<double>(o.retried));
   metrics_.deferred.inc(static_cast<double>(o.deferred));
   metrics_.order_anomalies.inc(static_cast<double>(o.order_anomalies));
+  for (const auto& [topic, n] : o.delivered_by_topic) {
+    metrics_.published_to(topic).inc(static_cast<double>(n));
+  }
+  for (const auto& [topic, n] : o.failed_by_topic) {
+    metrics_.failed_to(topic).inc(static_cast<double>(n));
+  }
   if (!o.kafka_unreachable) {
     metrics_.kafka_up.set(1);
   }

@@ -67,6 +67,14 @@ struct RelayMetrics {
   metrics::Gauge& oldest_transaction_seconds;
   metrics::Gauge& last_vacuum_timestamp;
   metrics::Gauge& kafka_up;
+  // By topic, each series registered when the first event reaches its topic (topics follow
+  // biz_type, so they are known only then): delivered, and moved to FAILED by Kafka's answer.
+  metrics::Counter& published_to(const std::string& topic);
+  metrics::Counter& failed_to(const std::string& topic);
+
+ private:
+  metrics::Registry& registry_;
+  metrics::Labels labels_;
 };
 
 // The long-running relay worker: claims committed outbox rows of the shards it

@@ -27,4 +27,20 @@ TEST(MetricsRegistry, RendersPrometheusText) {
 }
 
 }  // namespace
+TEST(MetricsRegistry, ADescribedCounterFamilyRendersBeforeItsFirstSeries) {
+  metrics::Registry r;
+  r.describe_counter("outbox_topic_events_published_total", "By topic");
+  std::string text = r.render();
+  EXPECT_NE(text.find("# HELP outbox_topic_events_published_total By topic\n# TYPE "
+                      "outbox_topic_events_published_total counter\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("outbox_topic_events_published_total{"), std::string::npos) << text;
+  r.counter("outbox_topic_events_published_total", "By topic", {{"topic", "orders"}}).inc(2);
+  text = r.render();
+  EXPECT_NE(text.find("outbox_topic_events_published_total{topic=\"orders\"} 2\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace outbox

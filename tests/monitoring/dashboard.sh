@@ -51,7 +51,7 @@ if len(ids) != len(set(ids)):
 joined = "\n".join(exprs)
 # The panels, by the metric each one needs.
 for what, metric in [("backlog", "outbox_pending_events"), ("oldest age", "outbox_oldest_pending_seconds"),
-                     ("throughput", "outbox_events_published_total"), ("failures", "outbox_events_failed_total"),
+                     ("throughput by topic", "outbox_topic_events_published_total"), ("failures", "outbox_events_failed_total"),
                      ("FAILED rows", "outbox_failed_events"), ("shards per replica", "outbox_shards_owned"),
                      ("database health", "outbox_database_up"), ("vacuum health", "outbox_table_dead_tuples"),
                      ("publish latency percentiles", "outbox_publish_latency_seconds_bucket")]:

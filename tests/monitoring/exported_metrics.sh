@@ -52,8 +52,14 @@ unlabelled=$(grep '^outbox_' "$tmp/relay.prom" | grep -v 'namespace="shop",outbo
 expect_eq "every relay series says its namespace and outboxrelay" "$unlabelled" ""
 expect_eq "no relay series carries the pod's name (Prometheus adds it as pod)" \
   "$(grep -c 'orders-relay-0' "$tmp/relay.prom" || true)" "0"
-# Sample names (histograms export _bucket, _sum and _count).
-sed -n 's/^\([a-zA-Z_:][a-zA-Z0-9_:]*\)[{ ].*/\1/p' "$tmp/relay.prom" | sort -u >"$tmp/relay.names"
+# Sample names (histograms export _bucket, _sum and _count), and counter families whose
+# series appear only later (by topic: registered when the first event reaches a topic).
+{
+  sed -n 's/^\([a-zA-Z_:][a-zA-Z0-9_:]*\)[{ ].*/\1/p' "$tmp/relay.prom"
+  sed -n 's/^# TYPE \([a-zA-Z_:][a-zA-Z0-9_:]*\) counter$/\1/p' "$tmp/relay.prom"
+} | sort -u >"$tmp/relay.names"
+expect_eq "the relay describes its by-topic counters before any event" \
+  "$(grep -c '^outbox_topic_events_\(published\|failed\)_total$' "$tmp/relay.names")" "2"
 expect_eq "the relay exports outbox_pending_events" "$(grep -cx outbox_pending_events "$tmp/relay.names")" "1"
 [ "$(wc -l <"$tmp/relay.names")" -ge 20 ] && pass "the relay's scrape has $(wc -l <"$tmp/relay.names") series names" ||
   fail "the relay's scrape has only $(wc -l <"$tmp/relay.names") series names: $(cat "$tmp/relay.prom")"

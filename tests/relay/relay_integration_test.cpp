@@ -58,6 +58,10 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   const std::string metrics = relay.registry().render();
   EXPECT_NE(metrics.find("outbox_events_published_total{table=\"" + t.table.plain() + "\"} 1"),
             std::string::npos);
+  EXPECT_NE(metrics.find("outbox_topic_events_published_total{table=\"" + t.table.plain() +
+                         "\",topic=\"" + t.topic + "\"} 1"),
+            std::string::npos)
+      << metrics;
   // Commit-to-acknowledgement lag, one observation, well under the test's 30 s.
   EXPECT_NE(metrics.find("outbox_delivery_lag_seconds_count{table=\"" + t.table.plain() + "\"} 1"),
             std::string::npos)

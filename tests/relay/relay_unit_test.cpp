@@ -156,5 +156,29 @@ TEST(JudgeDeliveries, InOrderOutcomesCountNoAnomalyAndLogNothing) {
   EXPECT_TRUE(log.warnings().empty());
 }
 
+// The by-topic counts follow the route of each event: delivered ones by their topic, and
+// those Kafka's answer moved to FAILED (refused for good, or out of attempts) by theirs.
+TEST(JudgeDeliveries, CountsDeliveredAndFailedEventsByTheirTopic) {
+  relay::PublishPolicy policy;
+  policy.router = relay::TopicRouter("outbox.{biz_type}", {{"payment", "payments"}});
+  policy.max_attempts = 2;
+  std::mt19937_64 rng(1);
+  std::vector<OutboxEvent> sent = {event(1, "a"), event(2, "b"), event(3, "c"), event(4, "d"),
+                                   event(5, "e")};
+  sent[1].biz_type = "payment";
+  sent[2].biz_type = "payment";
+  sent[3].retry_count = 1;  // its second attempt: the last one
+  const kafka::Delivery too_large{kafka::ErrorClass::kPermanent, "Broker: Message too large", -1,
+                                  -1};
+  relay::Settlement s = relay::judge_deliveries(
+      sent, {delivered(), delivered(), too_large, refused(), refused()}, policy, rng);
+  EXPECT_EQ(s.outcome.delivered_by_topic,
+            (std::map<std::string, std::size_t>{{"outbox.order", 1}, {"payments", 1}}));
+  EXPECT_EQ(s.outcome.failed_by_topic,
+            (std::map<std::string, std::size_t>{{"outbox.order", 1}, {"payments", 1}}))
+      << "the retry with attempts left is not a failure";
+  EXPECT_EQ(s.outcome.retried, 1u);
+}
+
 }  // namespace
 }  // namespace outbox
