@@ -336,12 +336,19 @@ TEST(Cluster, TheRequeueAnnotationRunsAJobThatRequeuesFailedEventsAndAnswersInSt
   EXPECT_EQ(r.table.count("status = 2"), 0);
 
   // The Job's pod ran as the relay's pods do: the relay's ServiceAccount, the DSN from the
-  // Secret (never in the Job), and it completed.
-  const Json job = Json::parse(kubectl("-n " + r.ns + " get job -l " +
-                                       "app.kubernetes.io/component=requeue -o json"))
-                       .at("items")
-                       .at(0);
-  EXPECT_EQ(job.value("/status/succeeded"_json_pointer, 0), 1) << job.dump();
+  // Secret (never in the Job), and it completed (the pod answers in status before it exits,
+  // so the Job may count it a moment after the answer).
+  Json job;
+  EXPECT_TRUE(eventually(
+      [&] {
+        job = Json::parse(
+                  kubectl("-n " + r.ns + " get job -l app.kubernetes.io/component=requeue -o json"))
+                  .at("items")
+                  .at(0);
+        return job.value("/status/succeeded"_json_pointer, 0) == 1;
+      },
+      60s))
+      << job.dump();
   EXPECT_EQ(job.at("/spec/template/spec/serviceAccountName"_json_pointer), "orders-relay");
   EXPECT_EQ(job.dump().find(node_env().pod_dsn), std::string::npos) << "the DSN is in the Job";
   for (const Json& c : r.get().value("/status/conditions"_json_pointer, Json::array())) {
