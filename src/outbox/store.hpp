@@ -167,7 +167,9 @@ class ClaimQueries : public EventClaims {
 // a single session). All statements run outside explicit transactions (autocommit),
 // so no transaction ever spans a Kafka call. Call it on the session that holds the
 // shard locks: the locks die with that session, so a write-back that succeeds
-// proves the shards were still owned (the fencing check).
+// proves the shards were still owned (the fencing check). Its claim sets the session's
+// planner up (use_fixed_plans), so the marks and measurements run under those settings
+// too; none of them needs a sort or a scan of the table.
 class OutboxStore : public EventStore {
  public:
   OutboxStore(pqxx::connection& conn, TableName table, const ClaimOptions& options = {});
