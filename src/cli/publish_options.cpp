@@ -101,6 +101,9 @@ void PublishOptions::add_to(CLI::App& cmd) {
       ->envname("OUTBOX_TOPIC")
       ->capture_default_str();
   cmd.add_option("--route", routes, "biz_type=topic, overrides --topic (repeatable)");
+  cmd.add_option("--dead-letter-topic", dead_letter_topic,
+                 "also publish a copy of every event moved to FAILED here, with headers "
+                 "outbox.error and outbox.topic (the row stays FAILED)");
   cmd.add_option("--on-sent", on_sent, "mark or delete delivered rows")
       ->check(CLI::IsMember({"mark", "delete"}))
       ->capture_default_str();
@@ -190,12 +193,20 @@ relay::PublishPolicy PublishOptions::policy() const {
     auto [biz_type, t] = relay::TopicRouter::parse_route(r);
     route_map[biz_type] = t;
   }
-  relay::PublishPolicy p{
-      relay::TopicRouter(topic, route_map), max_attempts, {}, on_sent == "delete"};
+  relay::PublishPolicy p;
+  p.router = relay::TopicRouter(topic, route_map);
+  p.max_attempts = max_attempts;
+  p.delete_on_sent = on_sent == "delete";
   p.backoff.initial = parse_duration(initial_backoff);
   p.backoff.max = parse_duration(max_backoff);
   p.backoff.jitter = jitter;
   p.per_key_order = ordering == "per-key";
+  if (!dead_letter_topic.empty()) {
+    if (std::string problem = kafka::topic_name_problem(dead_letter_topic); !problem.empty()) {
+      throw std::invalid_argument("--dead-letter-topic: " + problem);
+    }
+    p.dead_letter_topic = dead_letter_topic;
+  }
   if (p.backoff.max < p.backoff.initial) {
     throw std::invalid_argument("--max-backoff must be at least --initial-backoff");
   }

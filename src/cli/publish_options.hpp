@@ -30,6 +30,7 @@ struct PublishOptions {
   std::string sasl_password_file;
   std::string topic = "outbox.{biz_type}";
   std::vector<std::string> routes;
+  std::string dead_letter_topic;
   std::string on_sent = "mark";
   std::string ordering = "per-key";
   int max_attempts = 10;

@@ -233,6 +233,10 @@ std::vector<std::string> publish_args(const Json& relay) {
     args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
                                      route.at("topic").get<std::string>()));
   }
+  if (const auto dead_letters = "/kafka/deadLetterTopic"_json_pointer;
+      spec.contains(dead_letters)) {
+    args.push_back(flag("dead-letter-topic", spec.at(dead_letters).get<std::string>()));
+  }
   add_kafka_credential_args(relay, args);
   if (value_at<std::string>(spec, "/relay/ordering", "PerKey") == "None") {
     args.push_back("--ordering=none");

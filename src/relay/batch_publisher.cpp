@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -40,6 +41,37 @@ std::string message_headers(const OutboxEvent& e, Headers& out) {
 }
 
 }  // namespace
+
+std::unique_ptr<kafka::BatchProducer> dead_letter_producer(const kafka::ProducerConfig& config,
+                                                           const PublishPolicy& policy) {
+  if (policy.dead_letter_topic.empty()) {
+    return nullptr;
+  }
+  if (std::string problem = kafka::topic_name_problem(policy.dead_letter_topic); !problem.empty()) {
+    throw std::invalid_argument("dead-letter topic: " + problem);
+  }
+  return std::make_unique<kafka::BatchProducer>(config);
+}
+
+kafka::Message dead_letter_message(const OutboxEvent& e, const std::string& meant_for,
+                                   const std::string& error, const std::string& dead_letter_topic) {
+  Headers headers;
+  message_headers(e, headers);  // on a bad headers column: the relay's own only
+  headers.emplace_back("outbox.error", error);
+  headers.emplace_back("outbox.topic", meant_for);
+  return {dead_letter_topic, e.biz_id, e.payload, std::move(headers)};
+}
+
+BatchPublisher::BatchPublisher(kafka::BatchProducer& producer, PublishPolicy policy,
+                               kafka::BatchProducer* dead_letters)
+    : producer_(producer),
+      dead_letters_(dead_letters),
+      policy_(std::move(policy)),
+      rng_(std::random_device{}()) {
+  if (!policy_.dead_letter_topic.empty() && dead_letters_ == nullptr) {
+    throw std::logic_error("a dead-letter topic needs a dead-letter producer");
+  }
+}
 
 BatchOutcome BatchPublisher::publish(EventStore& store, const std::vector<OutboxEvent>& batch) {
   send(batch);
@@ -214,17 +246,61 @@ std::string failed_event_line(const RetryDecision& d, const std::string& event_i
          "; once the cause is fixed: outbox-operator requeue --event-id " + event_id;
 }
 
+std::set<std::int64_t> BatchPublisher::dead_letter(const Settlement& s, BatchOutcome& out) {
+  std::set<std::int64_t> copied;
+  if (dead_letters_ == nullptr) {
+    return copied;
+  }
+  std::unordered_map<std::int64_t, const OutboxEvent*> by_id;
+  for (const OutboxEvent& e : s.batch) {
+    by_id.emplace(e.id, &e);
+  }
+  std::vector<const RetryDecision*> failed;
+  std::vector<kafka::Message> copies;
+  for (const RetryDecision& d : s.decisions) {
+    if (auto it = by_id.find(d.id); d.failed && it != by_id.end()) {
+      const OutboxEvent& e = *it->second;
+      failed.push_back(&d);
+      copies.push_back(dead_letter_message(e, policy_.router.topic_for(e.biz_type), d.error,
+                                           policy_.dead_letter_topic));
+    }
+  }
+  if (copies.empty()) {
+    return copied;
+  }
+  const std::vector<kafka::Delivery> reports = dead_letters_->publish(copies);
+  for (std::size_t i = 0; i < failed.size(); ++i) {
+    if (i < reports.size() && reports[i].error_class == kafka::ErrorClass::kNone) {
+      copied.insert(failed[i]->id);
+      ++out.dead_lettered;
+      continue;
+    }
+    ++out.dead_letter_refused;
+    const auto it = s.event_ids.find(failed[i]->id);
+    const ScopedLogField field("event_id", it != s.event_ids.end() ? it->second : "?");
+    spdlog::warn(
+        "the copy of row id {} for dead-letter topic {} was not delivered ({}); the "
+        "event is FAILED in the table all the same",
+        failed[i]->id, policy_.dead_letter_topic,
+        i < reports.size() ? reports[i].error : "no delivery report");
+  }
+  return copied;
+}
+
 BatchOutcome BatchPublisher::write_back(EventStore& store, const Settlement& s) {
+  BatchOutcome out = s.outcome;
+  const std::set<std::int64_t> copied = dead_letter(s, out);
   store.write_back(s.batch, s.delivered, s.decisions, policy_.delete_on_sent);
   for (const auto& d : s.decisions) {
     if (d.failed) {
       auto it = s.event_ids.find(d.id);
       const std::string event_id = it != s.event_ids.end() ? it->second : "?";
       const ScopedLogField field("event_id", event_id);
-      spdlog::warn("{}", failed_event_line(d, event_id));
+      spdlog::warn("{}{}", failed_event_line(d, event_id),
+                   copied.count(d.id) != 0 ? "; a copy went to " + policy_.dead_letter_topic : "");
     }
   }
-  return s.outcome;
+  return out;
 }
 
 void BatchPublisher::abandon() {

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +25,10 @@ struct PublishPolicy {
   // false (--ordering none): no event holds back another of its key, in the
   // claim (ClaimOptions) or here; nothing then counts as an order anomaly.
   bool per_key_order = true;
+  // Set: every event moved to FAILED is also published here (a copy: the row stays FAILED,
+  // and requeue works as without it), with the reason and the topic it was meant for as
+  // headers. Needs a dead-letter producer (dead_letter_producer()).
+  std::string dead_letter_topic;
 };
 
 struct BatchOutcome {
@@ -37,6 +42,10 @@ struct BatchOutcome {
   // could not be routed has no topic and is counted in `failed` only).
   std::map<std::string, std::size_t> delivered_by_topic;
   std::map<std::string, std::size_t> failed_by_topic;
+  // Of `failed`, copied to the dead-letter topic, and the copies Kafka refused (the event is
+  // FAILED all the same).
+  std::size_t dead_lettered = 0;
+  std::size_t dead_letter_refused = 0;
 };
 
 // The broker's verdict on a batch, before it is written back to the database.
@@ -67,6 +76,18 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
 // `requeue` know it (event_id), and how to retry it.
 std::string failed_event_line(const RetryDecision& d, const std::string& event_id);
 
+// The producer for PublishPolicy::dead_letter_topic (same brokers and properties as the
+// batches'; its own so that a copy never waits behind a batch in flight), or null when no
+// topic is set. Throws std::invalid_argument when the topic is not a legal topic name.
+std::unique_ptr<kafka::BatchProducer> dead_letter_producer(const kafka::ProducerConfig& config,
+                                                           const PublishPolicy& policy);
+
+// The copy of `e` for `dead_letter_topic`: its key, payload and headers (the relay's only,
+// when its headers column is what made it fail), plus outbox.error (`error`) and
+// outbox.topic (`meant_for`, where its route sent it).
+kafka::Message dead_letter_message(const OutboxEvent& e, const std::string& meant_for,
+                                   const std::string& error, const std::string& dead_letter_topic);
+
 // Publishes claimed batches and writes their outcome back: delivered events are
 // marked in one statement, failures recorded in one more. No transaction spans
 // the Kafka round trip.
@@ -76,8 +97,9 @@ std::string failed_event_line(const RetryDecision& d, const std::string& event_i
 // runs the two statements. One batch is in flight at a time.
 class BatchPublisher {
  public:
-  BatchPublisher(kafka::BatchProducer& producer, PublishPolicy policy)
-      : producer_(producer), policy_(std::move(policy)), rng_(std::random_device{}()) {}
+  // `dead_letters`: the producer for policy.dead_letter_topic (required when it is set).
+  BatchPublisher(kafka::BatchProducer& producer, PublishPolicy policy,
+                 kafka::BatchProducer* dead_letters = nullptr);
 
   // send + settle + write_back, for callers that need no overlap.
   BatchOutcome publish(EventStore& store, const std::vector<OutboxEvent>& batch);
@@ -96,13 +118,20 @@ class BatchPublisher {
   // next claim to leave out.
   std::vector<std::int64_t> ids_in_flight() const;
   Settlement settle();
-  // Writes a settlement back; returns its outcome with the FAILED events logged.
+  // Writes a settlement back; returns its outcome with the FAILED events logged. With a
+  // dead-letter topic, their copies are published first and waited for: a crash before the
+  // write-back retries the events, so a copy may be published twice, never missed.
   BatchOutcome write_back(EventStore& store, const Settlement& s);
   // Forgets the batch in flight (its events stay pending and will be claimed again).
   void abandon();
 
  private:
+  // Publishes the copies of the events `s` moves to FAILED; returns the ids whose copy Kafka
+  // acknowledged, and counts both outcomes in `out`.
+  std::set<std::int64_t> dead_letter(const Settlement& s, BatchOutcome& out);
+
   kafka::BatchProducer& producer_;
+  kafka::BatchProducer* dead_letters_;
   PublishPolicy policy_;
   std::mt19937_64 rng_;
   bool in_flight_ = false;

@@ -16,7 +16,9 @@ CompensationReport compensate(const CompensationConfig& config) {
   const TableInfo info = inspect_table(conn, TableName::parse(config.table), {config.columns});
   const TableName table = info.relay_table(TableName::parse(config.table));
   kafka::BatchProducer producer(config.kafka);
-  BatchPublisher publisher(producer, config.publish);
+  std::unique_ptr<kafka::BatchProducer> dead_letters =
+      dead_letter_producer(config.kafka, config.publish);
+  BatchPublisher publisher(producer, config.publish, dead_letters.get());
   LogCursor cursor;
   std::unique_ptr<EventStore> store =
       open_store(conn, table, info, cursor, config.publish.per_key_order);

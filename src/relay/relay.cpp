@@ -70,6 +70,14 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
       order_anomalies(r.counter("outbox_order_anomalies_total",
                                 "Events delivered after an earlier event of the same key failed",
                                 labels)),
+      dead_lettered(r.counter("outbox_events_dead_lettered_total",
+                              "Events moved to FAILED whose copy reached the dead-letter topic",
+                              labels)),
+      dead_letter_refused(r.counter(
+          "outbox_dead_letter_refused_total",
+          "Events moved to FAILED whose copy for the dead-letter topic was not delivered (the "
+          "row is FAILED all the same)",
+          labels)),
       batch_size(r.histogram("outbox_batch_size", "Events per claimed batch",
                              {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, labels)),
       publish_latency(r.histogram("outbox_publish_latency_seconds",
@@ -112,12 +120,23 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
   r.describe_counter(kTopicFailed, kTopicFailedHelp);
 }
 
+metrics::Counter& RelayMetrics::by_topic(std::map<std::string, metrics::Counter*>& known,
+                                         const char* name, const char* help,
+                                         const std::string& topic) {
+  if (auto it = known.find(topic); it != known.end()) {
+    return *it->second;
+  }
+  metrics::Counter& c = registry_.counter(name, help, with(labels_, "topic", topic));
+  known.emplace(topic, &c);
+  return c;
+}
+
 metrics::Counter& RelayMetrics::published_to(const std::string& topic) {
-  return registry_.counter(kTopicPublished, kTopicPublishedHelp, with(labels_, "topic", topic));
+  return by_topic(published_to_, kTopicPublished, kTopicPublishedHelp, topic);
 }
 
 metrics::Counter& RelayMetrics::failed_to(const std::string& topic) {
-  return registry_.counter(kTopicFailed, kTopicFailedHelp, with(labels_, "topic", topic));
+  return by_topic(failed_to_, kTopicFailed, kTopicFailedHelp, topic);
 }
 
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
@@ -136,7 +155,8 @@ Relay::Relay(RelayConfig config, metrics::Registry& registry)
   }
   try {
     producer_.emplace(config_.kafka);
-    publisher_.emplace(*producer_, config_.publish);
+    dead_letter_producer_ = dead_letter_producer(config_.kafka, config_.publish);
+    publisher_.emplace(*producer_, config_.publish, dead_letter_producer_.get());
   } catch (const std::invalid_argument& e) {
     config_problem_ = e.what();
   }
@@ -495,6 +515,8 @@ void Relay::record(const BatchOutcome& o) {
   metrics_.retried.inc(static_cast<double>(o.retried));
   metrics_.deferred.inc(static_cast<double>(o.deferred));
   metrics_.order_anomalies.inc(static_cast<double>(o.order_anomalies));
+  metrics_.dead_lettered.inc(static_cast<double>(o.dead_lettered));
+  metrics_.dead_letter_refused.inc(static_cast<double>(o.dead_letter_refused));
   for (const auto& [topic, n] : o.delivered_by_topic) {
     metrics_.published_to(topic).inc(static_cast<double>(n));
   }

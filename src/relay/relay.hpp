@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -51,6 +52,8 @@ struct RelayMetrics {
   metrics::Counter& retried;
   metrics::Counter& deferred;
   metrics::Counter& order_anomalies;
+  metrics::Counter& dead_lettered;
+  metrics::Counter& dead_letter_refused;
   metrics::Histogram& batch_size;
   metrics::Histogram& publish_latency;
   metrics::Histogram& delivery_lag;  // created_at (database clock) to the delivery report
@@ -73,8 +76,15 @@ struct RelayMetrics {
   metrics::Counter& failed_to(const std::string& topic);
 
  private:
+  metrics::Counter& by_topic(std::map<std::string, metrics::Counter*>& known, const char* name,
+                             const char* help, const std::string& topic);
+
   metrics::Registry& registry_;
   metrics::Labels labels_;
+  // The series already registered, so that a batch does not look them up in the registry
+  // (under its lock) again; used by the relay's thread only.
+  std::map<std::string, metrics::Counter*> published_to_;
+  std::map<std::string, metrics::Counter*> failed_to_;
 };
 
 // The long-running relay worker: claims committed outbox rows of the shards it
@@ -170,6 +180,7 @@ class Relay {
   // relay then stays up and not ready, so the refusal reaches /readyz and status
   // instead of a crash loop.
   std::optional<kafka::BatchProducer> producer_;
+  std::unique_ptr<kafka::BatchProducer> dead_letter_producer_;  // with a dead-letter topic
   std::optional<BatchPublisher> publisher_;
   std::string config_problem_;
   std::atomic<bool> ready_{false};

@@ -131,5 +131,19 @@ TEST(PublishOptions, IncompleteOrConflictingCredentialsAreRefused) {
   fs::remove_all(user);
 }
 
+TEST(PublishOptions, TheDeadLetterTopicMustBeOneLegalTopicName) {
+  PublishOptions o;
+  EXPECT_EQ(o.policy().dead_letter_topic, "") << "none unless set";
+  o.dead_letter_topic = "orders.dead-letters";
+  EXPECT_EQ(o.policy().dead_letter_topic, "orders.dead-letters");
+  o.dead_letter_topic = "orders.{biz_type}";
+  try {
+    o.policy();
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--dead-letter-topic: ", 0), 0u) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace outbox::cli

@@ -219,6 +219,30 @@ TEST(RenderRelay, ShardsAndOrderingReachTheRelay) {
   EXPECT_NE(compensate.dump().find("\"--ordering=none\""), std::string::npos);
 }
 
+TEST(RenderRelay, TheDeadLetterTopicReachesTheRelayAndCompensationOnly) {
+  RenderOptions opts{"img:1", ""};
+  const RenderedRelay r =
+      render_relay(relay({{"kafka", {{"deadLetterTopic", "orders.dead-letters"}}}}), opts);
+  const auto args = [&](const char* kind, const char* name, const char* pointer) {
+    return find(r, kind, name)->at(Json::json_pointer(pointer)).dump();
+  };
+  const std::string flag = "\"--dead-letter-topic=orders.dead-letters\"";
+  EXPECT_NE(args("Deployment", "orders-relay", "/spec/template/spec/containers/0/args").find(flag),
+            std::string::npos);
+  EXPECT_NE(
+      args("CronJob", "orders-compensate", "/spec/jobTemplate/spec/template/spec/containers/0/args")
+          .find(flag),
+      std::string::npos);
+  EXPECT_EQ(
+      args("CronJob", "orders-cleanup", "/spec/jobTemplate/spec/template/spec/containers/0/args")
+          .find("dead-letter"),
+      std::string::npos);
+  EXPECT_EQ(find(render_relay(relay(Json::object()), opts), "Deployment", "orders-relay")
+                ->dump()
+                .find("dead-letter"),
+            std::string::npos);
+}
+
 // spec.relay.template reaches the relay pods, both jobs' pods and the
 // ServiceAccount; the operator's own labels win (its selectors depend on them);
 // relay.resources reach the job containers too (a ResourceQuota needs them).

@@ -286,6 +286,89 @@ TEST(Relay, AnInvalidRouteFailsOnlyTheEventsItRoutes) {
   EXPECT_EQ(t.count("status = 2 AND last_error LIKE 'routing:%'"), 1);
 }
 
+// spec.kafka.deadLetterTopic: an event moved to FAILED is FAILED in the table as without it,
+// and a copy (key, payload, its headers) goes to the dead-letter topic with the reason and
+// the topic it was meant for. Here one event cannot be routed and one has a headers column
+// that is not an object (its copy then carries the relay's own headers only).
+TEST(Relay, ADeadLetterTopicGetsACopyOfEveryFailedEventWithTheReason) {
+  OutboxTestTable t;
+  auto c = t.relay_config();
+  c.publish.router = relay::TopicRouter(t.topic, {{"bad type", "not a topic!"}});
+  c.publish.dead_letter_topic = t.topic + ".dead-letters";
+  {
+    pqxx::connection conn(t.dsn);
+    pqxx::work tx(conn);
+    const std::string insert = "INSERT INTO " + t.table.quoted() +
+                               " (biz_type, biz_id, payload, headers) VALUES ($1, $2, $3::jsonb, "
+                               "$4::jsonb)";
+    tx.exec_params(insert, "bad type", "unroutable", R"({"seq": 0})", R"({"traceparent": "t-1"})");
+    tx.exec_params(insert, "order", "bad-headers", R"({"seq": 0})", R"(["not", "an object"])");
+    tx.commit();
+  }
+  t.insert(5, 5, 1);
+  ThreadRelay relay(c);
+  ASSERT_TRUE(
+      eventually([&] { return t.count("status = 1") == 5 && t.count("status = 2") == 2; }, 30s));
+  auto copies = consume_all({c.publish.dead_letter_topic}, 2, 30s, 2s);
+  ASSERT_EQ(copies.size(), 2u);
+  std::map<std::string, testing::Consumed> by_key;
+  for (auto& m : copies) {
+    by_key[m.key] = m;
+  }
+  pqxx::connection conn(t.dsn);
+  const auto event_id = [&](const std::string& key) {
+    return pqxx::nontransaction(conn)
+        .exec_params1("SELECT event_id::text FROM " + t.events() + " WHERE biz_id = $1", key)[0]
+        .as<std::string>();
+  };
+  const auto& unroutable = by_key.at("unroutable");
+  EXPECT_EQ(nlohmann::json::parse(unroutable.payload), nlohmann::json::parse(R"({"seq": 0})"));
+  EXPECT_EQ(unroutable.headers.at("event_id"), event_id("unroutable"));
+  EXPECT_EQ(unroutable.headers.at("traceparent"), "t-1");
+  EXPECT_EQ(unroutable.headers.at("outbox.topic"), "not a topic!");
+  EXPECT_EQ(unroutable.headers.at("outbox.error").rfind("routing:", 0), 0u)
+      << unroutable.headers.at("outbox.error");
+  const auto& bad_headers = by_key.at("bad-headers");
+  EXPECT_EQ(bad_headers.headers.at("event_id"), event_id("bad-headers"));
+  EXPECT_EQ(bad_headers.headers.at("outbox.topic"), t.topic);
+  EXPECT_EQ(bad_headers.headers.at("outbox.error").rfind("headers:", 0), 0u);
+  EXPECT_EQ(bad_headers.headers.size(), 5u) << "the relay's three and the two outbox.* ones";
+  EXPECT_EQ(consume_all({t.topic}, 5, 30s, 1s).size(), 5u) << "no copy on the events' topic";
+  const std::string metrics = relay.registry().render();
+  EXPECT_NE(metrics.find("outbox_events_dead_lettered_total{table=\"" + t.table.plain() + "\"} 2"),
+            std::string::npos)
+      << metrics;
+}
+
+// A copy the dead-letter topic refuses (here too large, like the event itself) loses
+// nothing: the event is FAILED with its reason, the refusal counted.
+TEST(Relay, AFailedEventWhoseDeadLetterCopyIsRefusedIsFailedAllTheSame) {
+  OutboxTestTable t;
+  auto c = t.relay_config();
+  c.kafka.properties["message.max.bytes"] = "10000";
+  c.publish.dead_letter_topic = t.topic + ".dead-letters";
+  ThreadRelay relay(c);
+  {
+    pqxx::connection conn(t.dsn);
+    pqxx::work tx(conn);
+    enqueue(tx, t.table, "order", "poison",
+            nlohmann::json{{"seq", 0}, {"blob", std::string(20000, 'x')}}.dump());
+    tx.commit();
+  }
+  t.insert(3, 3, 1);
+  ASSERT_TRUE(
+      eventually([&] { return t.count("status = 1") == 3 && t.count("status = 2") == 1; }, 60s));
+  EXPECT_EQ(t.count("status = 2 AND biz_id = 'poison' AND last_error LIKE '%too large%'"), 1);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return relay.registry().render().find("outbox_dead_letter_refused_total{table=\"" +
+                                              t.table.plain() + "\"} 1") != std::string::npos;
+      },
+      10s))
+      << relay.registry().render();
+  EXPECT_TRUE(consume_all({c.publish.dead_letter_topic}, 1, 5s, 0s).empty());
+}
+
 // Kafka orders a key's events within one partition only. When the head of a key
 // is refused and later events of the key route to another topic, only the relay
 // can keep them from being delivered first: at the head's first attempt (one
