@@ -155,7 +155,10 @@ class Controller {
   bool status_cache_current(const Json& relay);
   // Applies `desired` and records an Event for each condition that turned on since `before`.
   void write_status(const Json& relay, const Json& desired, const Json& before);
-  void record_event(const Json& relay, const std::string& reason, const std::string& message);
+  void record_event(const Json& relay, const EventNote& note);
+  void note_failed_events(const Json& relay);
+  // What the status writer remembers of a resource ("ns/name") that is gone or going.
+  void forget(const std::string& key);
   void clear_relay_problem(const Json& relay, bool not_ready);
   // Writes status.lastRequeue for a requeue Job that ended without its pod writing it.
   void answer_ended_requeue(const Json& relay, std::stop_token stop);
@@ -177,6 +180,7 @@ class Controller {
   std::mutex applied_mu_;
   std::map<std::string, Applied> applied_;             // "plural/ns/name" -> what we last applied
   std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
+  std::map<std::string, long long> failed_seen_;       // "ns/name" -> status.backlog.failed
   // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
   std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
       secret_versions_;

@@ -9,6 +9,7 @@ namespace outbox::controller {
 ReconcileResult Controller::reconcile(const std::string& key, std::stop_token stop) {
   const std::optional<Json> relay = cached_relay(key);
   if (!relay || relay->at("metadata").contains("deletionTimestamp")) {
+    forget(key);
     return {};  // gone or going: the garbage collector removes what it owned
   }
 

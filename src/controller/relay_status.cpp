@@ -393,6 +393,39 @@ Json find_condition(const Json& status, const std::string& type) {
   return nullptr;
 }
 
+std::vector<EventNote> condition_events(const Json& before, const Json& desired) {
+  std::vector<EventNote> notes;
+  for (const char* type : {"Degraded", "BacklogStuck", "JobFailed"}) {
+    const Json now = find_condition(desired, type);
+    const Json was = find_condition(before, type);
+    const bool on = now.is_object() && now.value("status", "") == "True";
+    const bool was_on = was.is_object() && was.value("status", "") == "True";
+    if (on && (!was_on || was.value("reason", "") != now.value("reason", ""))) {
+      notes.push_back({"Warning", now.at("reason"), now.at("message")});
+    } else if (was_on && now.is_object() && now.value("status", "") == "False") {
+      notes.push_back({"Normal", "Recovered",
+                       std::string(type) + " cleared (was " + was.value("reason", "") +
+                           "): " + now.value("message", "")});
+    }
+  }
+  return notes;
+}
+
+std::optional<EventNote> failed_events_event(std::optional<long long> seen, const Json& status,
+                                             const std::string& ns, const std::string& name) {
+  const long long failed = status.value("/backlog/failed"_json_pointer, 0LL);
+  if (!seen || *seen != 0 || failed == 0) {
+    return std::nullopt;
+  }
+  return EventNote{"Warning", "EventsFailed",
+                   std::to_string(failed) +
+                       " events moved to FAILED (retries used up or refused for good); they "
+                       "hold nothing back but reach no consumer until requeued. See why: "
+                       "kubectl outbox inspect " +
+                       name + " -n " + ns + "; once fixed: kubectl outbox requeue " + name +
+                       " -n " + ns + " -- --all (runbook OutboxFailedEventsPresent)"};
+}
+
 Json compute_status(const StatusInputs& in) {
   const Conditions c(in);
   Json conditions = Json::array({c.ready(), c.reconciling(), c.stalled(), c.progressing(),

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +83,25 @@ bool status_matches(const Json& desired, const Json& current);
 
 // The condition of `type` in a status (null when absent).
 Json find_condition(const Json& status, const std::string& type);
+
+// A core/v1 Event for a person: `type` is "Warning" or "Normal".
+struct EventNote {
+  std::string type;
+  std::string reason;
+  std::string message;
+};
+
+// The Events a status write from `before` to `desired` is worth: a Warning when Degraded,
+// BacklogStuck or JobFailed turns True, or stays True for another reason (a new thing to act
+// on); a Normal `Recovered` when one of them turns False again, naming what cleared. Stalled
+// says what Degraded says, so it gets none.
+std::vector<EventNote> condition_events(const Json& before, const Json& desired);
+
+// A Warning `EventsFailed` when the FAILED count a relay reported (status.backlog.failed) rises
+// from 0 to more; `seen` is the count this operator saw last for the resource, none when it
+// has seen none since it started (then nothing: the count may have been there for days).
+std::optional<EventNote> failed_events_event(std::optional<long long> seen, const Json& status,
+                                             const std::string& ns, const std::string& name);
 
 // RFC 3339 in UTC with second precision (metav1.Time).
 std::string format_time(std::chrono::system_clock::time_point t);

@@ -17,6 +17,7 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
                                std::stop_token stop) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
+  note_failed_events(relay);
   std::optional<Json> deployment;
   if (kube::Informer* d = informer_for(owned::deployments, ns)) {
     deployment = d->get(ns + "/" + RelayNames(name).deployment);
@@ -101,18 +102,8 @@ void Controller::write_status(const Json& relay, const Json& desired, const Json
     std::lock_guard lock(applied_mu_);
     status_written_[ns + "/" + name] = written.at("metadata").value("resourceVersion", "");
   }
-  // Not Stalled: it says what Degraded says, for kstatus.
-  for (const char* type : {"Degraded", "BacklogStuck", "JobFailed"}) {
-    Json now = find_condition(desired, type);
-    Json was = find_condition(before, type);
-    // An Event when the condition turns on, or stays on for a different reason (a missing
-    // Secret fixed, then an object refused): each is a new thing for a person to act on.
-    bool news = now.value("status", "") == "True" &&
-                (!was.is_object() || was.value("status", "") != "True" ||
-                 was.value("reason", "") != now.value("reason", ""));
-    if (news) {
-      record_event(relay, now.at("reason"), now.at("message"));
-    }
+  for (const EventNote& note : condition_events(before, desired)) {
+    record_event(relay, note);
   }
 }
 
@@ -163,9 +154,35 @@ void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
   status_writes_.inc();
 }
 
+void Controller::forget(const std::string& key) {
+  std::lock_guard lock(applied_mu_);
+  status_written_.erase(key);
+  failed_seen_.erase(key);
+}
+
+// The FAILED count is the relays' field: its rise from 0 is judged on every look, not only
+// when the operator writes the status.
+void Controller::note_failed_events(const Json& relay) {
+  const Json status = relay.value("status", Json::object());
+  if (!status.contains("/backlog/failed"_json_pointer)) {
+    return;
+  }
+  const std::string key = ns_of(relay) + "/" + name_of(relay);
+  std::optional<long long> seen;
+  {
+    std::lock_guard lock(applied_mu_);
+    if (auto it = failed_seen_.find(key); it != failed_seen_.end()) {
+      seen = it->second;
+    }
+    failed_seen_[key] = status.at("/backlog/failed"_json_pointer).get<long long>();
+  }
+  if (auto note = failed_events_event(seen, status, ns_of(relay), name_of(relay))) {
+    record_event(relay, *note);
+  }
+}
+
 // Best effort: an Event that cannot be written is logged, never retried.
-void Controller::record_event(const Json& relay, const std::string& reason,
-                              const std::string& message) {
+void Controller::record_event(const Json& relay, const EventNote& note) {
   const std::string now = format_time(std::chrono::system_clock::now());
   try {
     client_.create(kube::resources::events, ns_of(relay),
@@ -178,9 +195,9 @@ void Controller::record_event(const Json& relay, const std::string& reason,
                       {"name", name_of(relay)},
                       {"namespace", ns_of(relay)},
                       {"uid", relay.at("metadata").value("uid", "")}}},
-                    {"type", "Warning"},
-                    {"reason", reason},
-                    {"message", message},
+                    {"type", note.type},
+                    {"reason", note.reason},
+                    {"message", note.message},
                     {"source", {{"component", "outbox-operator"}}},
                     {"reportingComponent", "outbox-operator"},
                     {"reportingInstance", options_.identity},
@@ -189,8 +206,8 @@ void Controller::record_event(const Json& relay, const std::string& reason,
                     {"count", 1}});
     events_.inc();
   } catch (const std::exception& e) {
-    spdlog::warn("could not record Event {} for {}/{}: {}", reason, ns_of(relay), name_of(relay),
-                 e.what());
+    spdlog::warn("could not record Event {} for {}/{}: {}", note.reason, ns_of(relay),
+                 name_of(relay), e.what());
   }
 }
 

@@ -76,6 +76,7 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // event of its key holds back: an attempted one (a retry) goes alone for its key and
   // holds the key's later ones until it is settled, as in status mode; events parked
   // behind it (never attempted) go together, so a busy key catches up in a few batches.
+  // The ids in flight ($3) are left out through a hashed subplan, as in status mode.
   // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1), of
   // transactions below the oldest running one, in (xid, id) order from the primary
   // key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
@@ -87,8 +88,8 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   claim_sql_ =
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
-      " AND h.shard = ANY($1::int[]) AND h.next_retry_time <= now() AND h.id <> "
-      "ALL($3::bigint[]) " +
+      " AND h.shard = ANY($1::int[]) AND h.next_retry_time <= now() AND h.id NOT IN (SELECT "
+      "unnest($3::bigint[])) " +
       (options.per_key_order
            ? "AND NOT EXISTS (SELECT 1 FROM " + retry + " b WHERE b.biz_id = h.biz_id AND " +
                  "b.status = " + kPending +

@@ -57,11 +57,13 @@ class ControllerE2E : public ::testing::Test {
     return r.value("status", Json::object()).value("observedGeneration", 0LL) ==
            r.at("metadata").at("generation").get<long long>();
   }
-  std::vector<Json> warning_events(const std::string& reason) {
+  std::vector<Json> warning_events(const std::string& reason) { return events(reason, "Warning"); }
+
+  std::vector<Json> events(const std::string& reason, const std::string& type) {
     std::vector<Json> out;
     const Json events = client.list(kEvents, ns);
     for (const Json& e : events.at("items")) {
-      if (e.value("reason", "") == reason && e.value("type", "") == "Warning") {
+      if (e.value("reason", "") == reason && e.value("type", "") == type) {
         out.push_back(e);
       }
     }

@@ -31,7 +31,8 @@ TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnkno
   EXPECT_EQ(condition(relay("orders"), "BacklogStuck").value("reason", ""), "NoBacklogReport");
   EXPECT_EQ(condition(relay("orders"), "BacklogStuck").value("status", ""), "Unknown");
 
-  auto report = [&](double oldest, long long pending, const std::string& measured_at) {
+  auto report = [&](double oldest, long long pending, const std::string& measured_at,
+                    long long failed = 0) {
     client.apply_status(kOutboxRelays, ns,
                         {{"apiVersion", "outbox.dev/v1alpha1"},
                          {"kind", "OutboxRelay"},
@@ -39,7 +40,7 @@ TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnkno
                          {"status",
                           {{"backlog",
                             {{"pending", pending},
-                             {"failed", 0},
+                             {"failed", failed},
                              {"oldestPendingSeconds", oldest},
                              {"measuredAt", measured_at}}}}}},
                         kRelayFieldManager);
@@ -54,6 +55,15 @@ TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnkno
   // The operator's status applies leave the relay's field alone.
   EXPECT_EQ(relay("orders").at("/status/backlog/pending"_json_pointer), 120);
 
+  // FAILED rising from 0: one Warning naming the commands, not one per report.
+  report(45.5, 120, format_time(std::chrono::system_clock::now()), 2);
+  ASSERT_TRUE(eventually([&] { return events("EventsFailed", "Warning").size() == 1; }, 10s));
+  EXPECT_NE(events("EventsFailed", "Warning")[0]
+                .value("message", "")
+                .find("kubectl outbox inspect orders -n " + ns),
+            std::string::npos);
+  report(45.5, 120, format_time(std::chrono::system_clock::now()), 3);
+
   // A last report that turns stale in 3 s: nothing else happens, yet the condition follows.
   const auto measured = std::chrono::system_clock::now() - kBacklogReportStale + 3s;
   report(0.2, 0, format_time(measured));
@@ -63,6 +73,10 @@ TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnkno
         return c.value("status", "") == "False" && c.value("reason", "") == "BacklogFresh";
       },
       20s));
+  ASSERT_TRUE(eventually([&] { return events("Recovered", "Normal").size() == 1; }, 10s));
+  EXPECT_EQ(events("Recovered", "Normal")[0].value("message", "").rfind("BacklogStuck cleared", 0),
+            0u);
+  EXPECT_EQ(events("EventsFailed", "Warning").size(), 1u);
   ASSERT_TRUE(eventually(
       [&] { return condition(relay("orders"), "BacklogStuck").value("status", "") == "Unknown"; },
       20s));

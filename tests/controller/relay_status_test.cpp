@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
+#include <vector>
 
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
@@ -335,6 +337,65 @@ TEST(RelayStatus, NotReadyDetailQuotesTheKubeletAndAFreshRelayProblem) {
   EXPECT_EQ(not_ready_detail(Json::object(), Json::object(), now), "");
   EXPECT_EQ(parse_time(format_time(now)), now);
   EXPECT_EQ(parse_time("yesterday"), std::nullopt);
+}
+
+// Warning when one of Degraded, BacklogStuck, JobFailed turns True or changes its reason;
+// Normal Recovered when it turns False; nothing for no change, for Unknown, or for Stalled.
+TEST(RelayStatus, ConditionEventsAreTheTransitionsAPersonActsOn) {
+  const auto status = [](std::vector<std::tuple<std::string, std::string, std::string>> cs) {
+    Json conditions = Json::array();
+    for (const auto& [type, value, reason] : cs) {
+      conditions.push_back(
+          {{"type", type}, {"status", value}, {"reason", reason}, {"message", reason + " text"}});
+    }
+    return Json{{"conditions", conditions}};
+  };
+  const Json calm = status({{"Degraded", "False", "AsExpected"},
+                            {"BacklogStuck", "False", "BacklogFresh"},
+                            {"JobFailed", "False", "NoFailedRun"},
+                            {"Stalled", "False", "AsExpected"}});
+  EXPECT_TRUE(condition_events(calm, calm).empty());
+  const Json stuck = status({{"Degraded", "True", "SecretMissing"},
+                             {"BacklogStuck", "True", "EventsStuck"},
+                             {"JobFailed", "False", "NoFailedRun"},
+                             {"Stalled", "True", "SecretMissing"}});
+  auto notes = condition_events(calm, stuck);
+  ASSERT_EQ(notes.size(), 2u) << "Stalled repeats Degraded: no Event of its own";
+  EXPECT_EQ(notes[0].type, "Warning");
+  EXPECT_EQ(notes[0].reason, "SecretMissing");
+  EXPECT_EQ(notes[0].message, "SecretMissing text");
+  EXPECT_EQ(notes[1].reason, "EventsStuck");
+  EXPECT_TRUE(condition_events(stuck, stuck).empty()) << "no change, no Event";
+  EXPECT_TRUE(condition_events(Json::object(), calm).empty()) << "a first status is no recovery";
+  const Json refused = status({{"Degraded", "True", "ApplyFailed"},
+                               {"BacklogStuck", "Unknown", "NoRecentReport"},
+                               {"JobFailed", "False", "NoFailedRun"}});
+  notes = condition_events(stuck, refused);
+  ASSERT_EQ(notes.size(), 1u) << "a new reason is news; True to Unknown is no recovery";
+  EXPECT_EQ(notes[0].reason, "ApplyFailed");
+  notes = condition_events(stuck, calm);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0].type, "Normal");
+  EXPECT_EQ(notes[0].reason, "Recovered");
+  EXPECT_EQ(notes[0].message, "Degraded cleared (was SecretMissing): AsExpected text");
+  EXPECT_EQ(notes[1].message, "BacklogStuck cleared (was EventsStuck): BacklogFresh text");
+}
+
+TEST(RelayStatus, AFailedCountRisingFromZeroIsAWarningNamingTheCommands) {
+  const auto failed = [](long long n) { return Json{{"backlog", {{"failed", n}}}}; };
+  const auto note = failed_events_event(0, failed(3), "shop", "orders");
+  ASSERT_TRUE(note.has_value());
+  EXPECT_EQ(note->type, "Warning");
+  EXPECT_EQ(note->reason, "EventsFailed");
+  EXPECT_EQ(note->message.rfind("3 events moved to FAILED", 0), 0u) << note->message;
+  EXPECT_NE(note->message.find("kubectl outbox inspect orders -n shop"), std::string::npos);
+  EXPECT_NE(note->message.find("kubectl outbox requeue orders -n shop -- --all"),
+            std::string::npos);
+  EXPECT_FALSE(failed_events_event(std::nullopt, failed(3), "shop", "orders"))
+      << "first sight since the operator started: the count may be days old";
+  EXPECT_FALSE(failed_events_event(3, failed(5), "shop", "orders")) << "one Event per wave";
+  EXPECT_FALSE(failed_events_event(0, failed(0), "shop", "orders"));
+  EXPECT_FALSE(failed_events_event(0, Json::object(), "shop", "orders"));
 }
 
 }  // namespace
