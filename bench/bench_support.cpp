@@ -12,7 +12,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "outbox/schema.hpp"
+#include "outbox/store.hpp"
 
 namespace outbox::bench {
 
@@ -176,6 +179,54 @@ int partition_count(RdKafka::Handle& handle, const std::string& topic) {
 }
 
 }  // namespace
+
+std::unique_ptr<RdKafka::KafkaConsumer> consumer_from_start(const std::string& brokers,
+                                                            const std::string& group,
+                                                            const std::string& topic,
+                                                            int partitions) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  for (const auto& [k, v] :
+       std::initializer_list<std::pair<std::string, std::string>>{{"bootstrap.servers", brokers},
+                                                                  {"group.id", group},
+                                                                  {"enable.auto.commit", "false"},
+                                                                  {"fetch.wait.max.ms", "10"}}) {
+    if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
+      throw std::runtime_error("consumer " + k + ": " + err);
+    }
+  }
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) {
+    throw std::runtime_error("consumer: " + err);
+  }
+  std::vector<RdKafka::TopicPartition*> parts;
+  for (int p = 0; p < partitions; ++p) {
+    parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
+  }
+  consumer->assign(parts);
+  RdKafka::TopicPartition::destroy(parts);
+  return consumer;
+}
+
+std::optional<long long> message_seq(const RdKafka::Message& m) {
+  if (m.err() != RdKafka::ERR_NO_ERROR) {
+    return std::nullopt;
+  }
+  const auto* text = static_cast<const char*>(m.payload());
+  const auto j = nlohmann::json::parse(text, text + m.len(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("seq")) {
+    return std::nullopt;  // the topic marker
+  }
+  return j["seq"].get<long long>();
+}
+
+void enqueue_warmups(pqxx::connection& conn, const TableName& table, int n, int keys) {
+  pqxx::work tx(conn);
+  for (int i = 1; i <= n; ++i) {
+    enqueue(tx, table, kBizType, make_key(i, keys), make_payload(-i));
+  }
+  tx.commit();
+}
 
 int ensure_topic(const std::string& brokers, const std::string& topic) {
   auto conf = base_conf(brokers);

@@ -7,11 +7,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "outbox/schema.hpp"
 #include "outbox/table.hpp"
+
+namespace RdKafka {
+class KafkaConsumer;
+class Message;
+}  // namespace RdKafka
 
 namespace outbox::bench {
 
@@ -74,6 +81,20 @@ void drop_outbox_table(pqxx::connection& conn, const TableName& table);
 // Creates `topic` (broker auto-creation, num.partitions) by producing one
 // marker message and waiting for its delivery; returns its partition count.
 int ensure_topic(const std::string& brokers, const std::string& topic);
+// A consumer of `group` assigned to each of `partitions` partitions of `topic` from the
+// beginning (no group join to wait for), fetching with at most 10 ms of broker wait: what the
+// latency phases read arrivals with.
+std::unique_ptr<RdKafka::KafkaConsumer> consumer_from_start(const std::string& brokers,
+                                                            const std::string& group,
+                                                            const std::string& topic,
+                                                            int partitions);
+// The "seq" of a benchmark event's payload; none for another message (the topic marker) or
+// an error.
+std::optional<long long> message_seq(const RdKafka::Message& m);
+// Commits `n` warm-up events (seq -1 .. -n) to `table` in one transaction: once all arrived,
+// the relayer is up and the consumer reads.
+void enqueue_warmups(pqxx::connection& conn, const TableName& table, int n, int keys);
+
 // Messages currently in `topic` (sum of high - low watermarks).
 long long topic_message_count(const std::string& brokers, const std::string& topic);
 

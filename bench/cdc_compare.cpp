@@ -571,6 +571,12 @@ struct Latency {
   double commit_p50 = NAN, commit_p99 = NAN;
   double ack_p50 = NAN, ack_p99 = NAN;
   double batch_p50 = NAN, batch_p99 = NAN;
+  // The steps that hold up the next claim, each per occurrence: p99 and the largest (the upper
+  // bound of the highest bucket reached): outbox_claim_seconds, outbox_write_back_seconds,
+  // outbox_housekeeping_seconds.
+  double claim_p99 = NAN, claim_max = NAN;
+  double write_back_p99 = NAN, write_back_max = NAN;
+  double housekeeping_p99 = NAN, housekeeping_max = NAN;
 };
 
 // A histogram's buckets in one scrape: (upper bound, cumulative count), in the exposition's
@@ -643,28 +649,8 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
     write_connect_config(o, dir, t.name(), topic_prefix, slot, publication);
   }
 
-  // A consumer assigned to every partition from the start (no group join).
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  for (const auto& [k, v] :
-       std::vector<std::pair<std::string, std::string>>{{"bootstrap.servers", o.brokers},
-                                                        {"group.id", "cdc_compare_" + name},
-                                                        {"enable.auto.commit", "false"},
-                                                        {"fetch.wait.max.ms", "10"}}) {
-    if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-      throw std::runtime_error("consumer " + k + ": " + err);
-    }
-  }
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
-  if (!consumer) {
-    throw std::runtime_error("consumer: " + err);
-  }
-  std::vector<RdKafka::TopicPartition*> parts;
-  for (int p = 0; p < partitions; ++p) {
-    parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
-  }
-  consumer->assign(parts);
-  RdKafka::TopicPartition::destroy(parts);
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer =
+      consumer_from_start(o.brokers, "cdc_compare_" + name, topic, partitions);
 
   const auto total = static_cast<long long>(o.rate * o.latency_seconds);
   std::vector<Clock::time_point> committed(static_cast<std::size_t>(total));
@@ -677,21 +663,15 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   std::thread consumer_thread([&] {
     while (!stop_consumer) {
       std::unique_ptr<RdKafka::Message> m(consumer->consume(50));
-      if (m->err() != RdKafka::ERR_NO_ERROR) {
+      const auto at = Clock::now();
+      const std::optional<long long> seq = message_seq(*m);
+      if (!seq) {
         continue;
       }
-      const auto at = Clock::now();
-      auto j =
-          nlohmann::json::parse(static_cast<const char*>(m->payload()),
-                                static_cast<const char*>(m->payload()) + m->len(), nullptr, false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("seq")) {
-        continue;  // the topic marker
-      }
-      const long long seq = j["seq"].get<long long>();
-      if (seq < 0) {
+      if (*seq < 0) {
         ++warmups;
-      } else if (seq < total) {
-        auto k = static_cast<std::size_t>(seq);
+      } else if (*seq < total) {
+        auto k = static_cast<std::size_t>(*seq);
         if (seen[k]++ == 0) {
           arrived[k] = at;
         }
@@ -716,13 +696,7 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   const int pid = proc->pid();
   // Warm-up: the relayer is up and the consumer reads once these arrive.
   constexpr int kWarmups = 20;
-  {
-    pqxx::work tx(conn);
-    for (int i = 1; i <= kWarmups; ++i) {
-      enqueue(tx, t.name(), kBizType, make_key(i, o.keys), make_payload(-i));
-    }
-    tx.commit();
-  }
+  enqueue_warmups(conn, t.name(), kWarmups, o.keys);
   for (auto until = Clock::now() + std::chrono::seconds(180);
        warmups < kWarmups && Clock::now() < until;) {
     if (!alive(pid)) {
@@ -809,6 +783,15 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
       *p50 = bucket_quantile_ms(from, to, 0.5);
       *p99 = bucket_quantile_ms(from, to, 0.99);
     }
+    for (auto [name, p99, max] :
+         {std::tuple{"outbox_claim_seconds", &r.claim_p99, &r.claim_max},
+          std::tuple{"outbox_write_back_seconds", &r.write_back_p99, &r.write_back_max},
+          std::tuple{"outbox_housekeeping_seconds", &r.housekeeping_p99, &r.housekeeping_max}}) {
+      const Buckets from = histogram_buckets(metrics0, name);
+      const Buckets to = histogram_buckets(metrics1, name);
+      *p99 = bucket_quantile_ms(from, to, 0.99);
+      *max = bucket_quantile_ms(from, to, 1.0);
+    }
   }
   std::sort(commit_ms.begin(), commit_ms.end());
   r.commit_p50 = percentile(commit_ms, 50);
@@ -858,6 +841,12 @@ void print_latency(const std::vector<Latency>& ls) {
        [](const Latency& l) { return fmt(l.ack_p50) + " / " + fmt(l.ack_p99); }},
       {"relay: batch claim to last report, p50 / p99 (ms, <= bucket)", nullptr, 0,
        [](const Latency& l) { return fmt(l.batch_p50) + " / " + fmt(l.batch_p99); }},
+      {"relay: claim query p99 / max (ms, <= bucket)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.claim_p99) + " / " + fmt(l.claim_max); }},
+      {"relay: write-back p99 / max (ms, <= bucket)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.write_back_p99) + " / " + fmt(l.write_back_max); }},
+      {"relay: housekeeping between batches p99 / max (ms, <= bucket)", nullptr, 0,
+       [](const Latency& l) { return fmt(l.housekeeping_p99) + " / " + fmt(l.housekeeping_max); }},
       {"missing / duplicate events",
        [](const Latency& l) { return static_cast<double>(l.missing + l.duplicates); }, 0},
       {"PostgreSQL CPU, all processes (s per minute)",

@@ -22,6 +22,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$repo/build-bench}
 export TESTBED_STATE=${TESTBED_STATE:-$repo/.testbed/compare}
+# shellcheck source-path=SCRIPTDIR
+source "$repo/bench/lib.sh"
 
 rounds=3
 keep=0
@@ -37,42 +39,19 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-echo "== build ($build, Release)" >&2
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target cdc_compare outbox-operator -j2 >&2
+bench_build cdc_compare outbox-operator
 
 echo "== Kafka Connect + Debezium jars" >&2
 lib=$("$repo/bench/debezium/fetch.sh")
 
-was_up=0
-[ -f "$TESTBED_STATE/env" ] && was_up=1
-echo "== test bed ($TESTBED_STATE)" >&2
-if ! env_file=$("$repo/scripts/testbed/up.sh" pg kafka | tail -n1) || [ ! -f "$env_file" ]; then
-  echo "compare: the test bed did not start (see the messages above); nothing was measured" >&2
-  exit 1
-fi
-# shellcheck disable=SC1090
-source "$env_file"
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-stop_testbed() {
-  if [ "$was_up" -eq 0 ] && [ "$keep" -eq 0 ]; then
-    "$repo/scripts/testbed/down.sh" >&2 || true
-  fi
-}
-trap stop_testbed EXIT
+bench_testbed compare
 # The server's pid: the first line of postmaster.pid in its data directory.
 postmaster=$(head -n1 "$(cat "$TESTBED_STATE/pg/pgroot")/data/postmaster.pid")
 
 out=$build/bench/compare-last-run.txt
 logs=$build/bench/compare-logs
 mkdir -p "$logs"
-{
-  echo "# cdc_compare run, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "# machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)), $(free -g | awk '/^Mem:/ {print $2}') GB RAM, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# busiest other processes at start (%CPU, command):"
-  ps -eo pcpu=,comm= --sort=-pcpu | head -n 6 | sed 's/^/#   /'
-  echo "# command: $build/bench/cdc_compare --rounds $rounds ${args[*]}"
-} | tee "$out"
+bench_header cdc_compare "$build/bench/cdc_compare --rounds $rounds ${args[*]}" | tee "$out"
 start=$(date +%s)
 set +e
 "$build/bench/cdc_compare" --rounds "$rounds" --debezium-lib "$lib" --java "$(command -v java)" \
@@ -80,5 +59,5 @@ set +e
   --log-dir "$logs" "${args[@]}" 2>&1 | tee -a "$out"
 rc=${PIPESTATUS[0]}
 set -e
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time $(( $(date +%s) - start )) s" | tee -a "$out"
+bench_footer | tee -a "$out"
 exit "$rc"

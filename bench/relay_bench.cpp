@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <numeric>
@@ -28,6 +29,7 @@
 #include "flood_bench.hpp"
 #include "metrics/registry.hpp"
 #include "naive_relay.hpp"
+#include "outbox/log_store.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/store.hpp"
 #include "relay/relay.hpp"
@@ -504,28 +506,8 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
   const std::string topic = "bench_" + name + "_latency";
   const int partitions = ensure_topic(o.brokers, topic);
 
-  // Consumer assigned to every partition from the start (no group join delay).
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  for (const auto& [k, v] :
-       std::initializer_list<std::pair<std::string, std::string>>{{"bootstrap.servers", o.brokers},
-                                                                  {"group.id", "relay_bench_" + id},
-                                                                  {"enable.auto.commit", "false"},
-                                                                  {"fetch.wait.max.ms", "10"}}) {
-    if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-      throw std::runtime_error("consumer " + k + ": " + err);
-    }
-  }
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
-  if (!consumer) {
-    throw std::runtime_error("consumer: " + err);
-  }
-  std::vector<RdKafka::TopicPartition*> parts;
-  for (int p = 0; p < partitions; ++p) {
-    parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
-  }
-  consumer->assign(parts);
-  RdKafka::TopicPartition::destroy(parts);
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer =
+      consumer_from_start(o.brokers, "relay_bench_" + id, topic, partitions);
 
   struct Arrival {
     long long seq;
@@ -538,21 +520,15 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
   std::thread consumer_thread([&] {
     while (!stop_consumer) {
       std::unique_ptr<RdKafka::Message> m(consumer->consume(50));
-      if (m->err() != RdKafka::ERR_NO_ERROR) {
+      const auto at = Clock::now();
+      const std::optional<long long> seq = message_seq(*m);
+      if (!seq) {
         continue;
       }
-      const auto at = Clock::now();
-      auto j =
-          nlohmann::json::parse(static_cast<const char*>(m->payload()),
-                                static_cast<const char*>(m->payload()) + m->len(), nullptr, false);
-      if (j.is_discarded() || !j.contains("seq")) {
-        continue;  // the topic marker
-      }
-      const long long seq = j["seq"].get<long long>();
-      if (seq < 0) {
+      if (*seq < 0) {
         ++warmups_seen;
       } else {
-        arrivals.push_back({seq, at, m->timestamp().timestamp});
+        arrivals.push_back({*seq, at, m->timestamp().timestamp});
       }
     }
   });
@@ -565,11 +541,7 @@ LatencyResult run_latency(const Options& o, const std::string& id, const Latency
   constexpr int kWarmups = 20;
   {
     pqxx::connection conn(o.dsn);
-    pqxx::work tx(conn);
-    for (int i = 1; i <= kWarmups; ++i) {
-      enqueue(tx, t.name(), kBizType, make_key(i, o.keys), make_payload(-i));
-    }
-    tx.commit();
+    enqueue_warmups(conn, t.name(), kWarmups, o.keys);
   }
   for (auto until = Clock::now() + std::chrono::seconds(60);
        warmups_seen < kWarmups && Clock::now() < until;) {
@@ -759,17 +731,55 @@ struct ClaimResult {
   ClaimTiming drained;  // o.batch pending again after the backlog was marked, before VACUUM
 };
 
-ClaimResult run_claim_scaling(const Options& o, const std::string& id) {
+// Times two claims (each returns its milliseconds) `iterations` times each after a warm-up,
+// interleaved, alternating which goes first so that drift and neighbours' load hit both alike.
+ClaimTiming time_interleaved(const std::function<double()>& big,
+                             const std::function<double()>& empty, int iterations) {
+  const int warmups = std::max(2, iterations / 10);
+  for (int i = 0; i < warmups; ++i) {  // warm caches and connections; not measured
+    big();
+    empty();
+  }
+  std::vector<double> big_ms;
+  std::vector<double> empty_ms;
+  for (int i = 0; i < iterations; ++i) {
+    if (i % 2 == 0) {
+      big_ms.push_back(big());
+      empty_ms.push_back(empty());
+    } else {
+      empty_ms.push_back(empty());
+      big_ms.push_back(big());
+    }
+  }
+  std::sort(big_ms.begin(), big_ms.end());
+  std::sort(empty_ms.begin(), empty_ms.end());
+  return {percentile(big_ms, 50), percentile(big_ms, 90), percentile(empty_ms, 50),
+          percentile(empty_ms, 90)};
+}
+
+// The big table of (f) or (g), named after its size, and the comment that marks it filled.
+std::pair<TableName, std::string> big_table(const Options& o, const std::string& prefix,
+                                            const std::string& rows) {
+  return {TableName::parse(prefix + std::to_string(o.claim_sent_rows)),
+          "relay_bench: " + std::to_string(o.claim_sent_rows) + " " + rows};
+}
+
+// The result of (f) or (g) before measuring: whether `big` is reused, i.e. exists with
+// `marker` as its comment (filled by an earlier run) and --refill-claim-table is not given.
+ClaimResult claim_result(const Options& o, pqxx::connection& admin, const TableName& big,
+                         const std::string& marker) {
   ClaimResult r;
   r.sent_rows = o.claim_sent_rows;
-  const TableName big = TableName::parse("bench_claim_sent_" + std::to_string(o.claim_sent_rows));
-  const std::string marker = "relay_bench: " + std::to_string(o.claim_sent_rows) + " sent rows";
+  pqxx::nontransaction tx(admin);
+  auto c = tx.exec("SELECT obj_description(to_regclass('" + big.quoted() + "'), 'pg_class')");
+  r.reused = !o.refill_claim_table && !c[0][0].is_null() && c[0][0].as<std::string>() == marker;
+  return r;
+}
+
+ClaimResult run_claim_scaling(const Options& o, const std::string& id) {
   pqxx::connection admin(o.dsn);
-  {
-    pqxx::nontransaction tx(admin);
-    auto c = tx.exec("SELECT obj_description(to_regclass('" + big.quoted() + "'), 'pg_class')");
-    r.reused = !o.refill_claim_table && !c[0][0].is_null() && c[0][0].as<std::string>() == marker;
-  }
+  const auto [big, marker] = big_table(o, "bench_claim_sent_", "sent rows");
+  ClaimResult r = claim_result(o, admin, big, marker);
   if (r.reused) {
     note("(f) reusing " + big.plain() + " (" + marker + "); --refill-claim-table to rebuild it");
     pqxx::nontransaction tx(admin);
@@ -840,8 +850,6 @@ ClaimResult run_claim_scaling(const Options& o, const std::string& id) {
       tx.exec("ANALYZE " + table->quoted());
     }
     next_seq += n;
-    std::vector<double> big_ms;
-    std::vector<double> empty_ms;
     auto time_claim = [&](OutboxStore& store) {
       const auto start = Clock::now();
       auto batch = store.claim_batch(shards, o.batch);
@@ -852,25 +860,8 @@ ClaimResult run_claim_scaling(const Options& o, const std::string& id) {
       }
       return ms;
     };
-    const int warmups = std::max(2, iterations / 10);
-    for (int i = 0; i < warmups; ++i) {  // warm caches and connections; not measured
-      time_claim(big_store);
-      time_claim(empty_store);
-    }
-    for (int i = 0; i < iterations; ++i) {
-      // Alternate which goes first so that drift and neighbours' load hit both alike.
-      if (i % 2 == 0) {
-        big_ms.push_back(time_claim(big_store));
-        empty_ms.push_back(time_claim(empty_store));
-      } else {
-        empty_ms.push_back(time_claim(empty_store));
-        big_ms.push_back(time_claim(big_store));
-      }
-    }
-    std::sort(big_ms.begin(), big_ms.end());
-    std::sort(empty_ms.begin(), empty_ms.end());
-    ClaimTiming t{percentile(big_ms, 50), percentile(big_ms, 90), percentile(empty_ms, 50),
-                  percentile(empty_ms, 90)};
+    const ClaimTiming t = time_interleaved([&] { return time_claim(big_store); },
+                                           [&] { return time_claim(empty_store); }, iterations);
     note("(f) claim of " + std::to_string(o.batch) + " with " + what + ", " +
          fmt(static_cast<double>(o.claim_sent_rows)) + " sent rows (" + r.big_size + "): median " +
          fmt(t.big_median_ms, 2) + " ms, p90 " + fmt(t.big_p90_ms, 2) + " ms; with none: median " +
@@ -901,6 +892,87 @@ ClaimResult run_claim_scaling(const Options& o, const std::string& id) {
     pqxx::nontransaction tx(admin);
     tx.exec("DELETE FROM " + big.quoted() + " WHERE status <> 1");
   }
+  return r;
+}
+
+// (g) The same for log mode: the rows behind the cursor are the log itself (read and
+// published, kept until retention drops their partition), so nothing marks them; their
+// shards' progress is moved past them, where the relay's would be. The 500 pending rows are
+// claimed again and again (the in-memory cursor put back after each claim).
+ClaimResult run_log_claim_scaling(const Options& o, const std::string& id) {
+  pqxx::connection admin(o.dsn);
+  const auto [big, marker] = big_table(o, "bench_log_read_", "read rows");
+  ClaimResult r = claim_result(o, admin, big, marker);
+  if (!r.reused) {
+    drop_outbox_table(admin, big);
+    migrate(
+        admin, big,
+        MigrateOptions{kDefaultShardCount, TableMode::kLog, kDefaultPartitionXids, std::nullopt});
+    note("(g) filling " + big.plain() + " with " + fmt(static_cast<double>(o.claim_sent_rows)) +
+         " log rows (10 transactions of INSERT ... SELECT generate_series)");
+    const auto start = Clock::now();
+    const long long per_tx = std::max(1LL, o.claim_sent_rows / 10);
+    for (long long from = 1; from <= o.claim_sent_rows; from += per_tx) {
+      pqxx::nontransaction tx(admin);
+      tx.exec("INSERT INTO " + big.quoted() + " (biz_type, biz_id, payload) SELECT '" + kBizType +
+              "', 'order-' || (g % " + std::to_string(o.keys) + "), p.v FROM (SELECT " +
+              payload_sql_expr("0") + " AS v) p, generate_series(" + std::to_string(from) + ", " +
+              std::to_string(std::min(o.claim_sent_rows, from + per_tx - 1)) + ") g");
+    }
+    r.fill_seconds = seconds_since(start);
+    pqxx::nontransaction tx(admin);
+    tx.exec("COMMENT ON TABLE " + big.quoted() + " IS " + tx.quote(marker));
+  }
+  BenchTable empty(o.dsn, "bench_log_read_empty_" + id, TableMode::kLog);
+  for (const TableName* table : {&big, &empty.name()}) {
+    pqxx::nontransaction tx(admin);
+    // Every row there now has been read: each shard's progress at its last row (in a reused
+    // table this includes the last run's pending rows).
+    tx.exec("UPDATE " + table->quoted_with_suffix("_progress") +
+            " p SET xid = m.xid, id = m.id FROM (SELECT DISTINCT ON (shard) shard, xid, id FROM " +
+            table->quoted() + " ORDER BY shard, xid DESC, id DESC) m WHERE p.shard = m.shard");
+    tx.exec("INSERT INTO " + table->quoted() + " (biz_type, biz_id, payload) SELECT '" + kBizType +
+            "', 'order-' || (g % " + std::to_string(o.keys) + "), " + payload_sql_expr("g") +
+            " FROM generate_series(1, " + std::to_string(o.batch) + ") g ORDER BY g");
+    const auto start = Clock::now();
+    tx.exec("VACUUM ANALYZE " + table->quoted());
+    if (table == &big) {
+      r.vacuum_seconds = seconds_since(start);
+      r.big_size = tx.exec(
+                         "SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) FROM "
+                         "pg_partition_tree('" +
+                         big.quoted() + "')")[0][0]
+                       .as<std::string>();
+    }
+  }
+  const std::vector<int> shards = all_shards(o.dsn, big);
+  struct Claimer {
+    pqxx::connection conn;
+    LogCursor cursor;
+    LogClaims claims;
+    Claimer(const std::string& dsn, const TableName& t, int shard_count)
+        : conn(dsn), claims(conn, t, shard_count, cursor) {}
+  };
+  Claimer on_big(o.dsn, big, static_cast<int>(shards.size()));
+  Claimer on_empty(o.dsn, empty.name(), static_cast<int>(shards.size()));
+  auto time_claim = [&](Claimer& c) {
+    const auto start = Clock::now();
+    auto batch = c.claims.claim_batch(shards, o.batch, {});
+    const double ms = to_ms(Clock::now() - start);
+    c.cursor.undo_last_claim();
+    if (static_cast<int>(batch.size()) != o.batch) {
+      throw std::runtime_error("(g) claimed " + std::to_string(batch.size()) + " rows, expected " +
+                               std::to_string(o.batch));
+    }
+    return ms;
+  };
+  r.few = time_interleaved([&] { return time_claim(on_big); }, [&] { return time_claim(on_empty); },
+                           o.claim_iterations);
+  note("(g) log-mode claim of " + std::to_string(o.batch) + " pending, " +
+       fmt(static_cast<double>(o.claim_sent_rows)) + " read rows (" + r.big_size + "): median " +
+       fmt(r.few.big_median_ms, 2) + " ms, p90 " + fmt(r.few.big_p90_ms, 2) +
+       " ms; with none: median " + fmt(r.few.empty_median_ms, 2) + " ms, p90 " +
+       fmt(r.few.empty_p90_ms, 2) + " ms");
   return r;
 }
 
@@ -1231,6 +1303,25 @@ int run(const Options& o) {
                       fmt(f.vacuum_seconds, 0) + " s", "", ""});
     }
   }
+  if (has('g')) {
+    ClaimResult g = run_log_claim_scaling(o, id);
+    const std::string read = fmt(static_cast<double>(g.sent_rows));
+    rows.push_back({"(g) log mode: claim_batch(" + std::to_string(o.batch) + ") median, " +
+                        std::to_string(o.batch) + " pending, " + read + " read rows in the log (" +
+                        g.big_size + "; p90 " + fmt(g.few.big_p90_ms, 2) + " ms) vs none (p90 " +
+                        fmt(g.few.empty_p90_ms, 2) + " ms)",
+                    fmt(g.few.big_median_ms, 2) + " vs " + fmt(g.few.empty_median_ms, 2) + " ms",
+                    "", ""});
+    const double ratio = g.few.big_median_ms / g.few.empty_median_ms;
+    rows.push_back({"(g) log mode: ratio, " + read + " read rows vs none (" +
+                        std::to_string(o.claim_iterations) + " claims each, interleaved)",
+                    fmt(ratio, 2), "<= 1.2", verdict(ratio <= 1.2)});
+    rows.push_back(
+        {"(g) " +
+             std::string(g.reused ? "table reused; " : "fill " + fmt(g.fill_seconds, 0) + " s; ") +
+             "VACUUM ANALYZE (not a target)",
+         fmt(g.vacuum_seconds, 0) + " s", "", ""});
+  }
   if (has('j')) {
     JsonResult j = run_json_vs_jsonb(o, id);
     rows.push_back(
@@ -1283,8 +1374,8 @@ int main(int argc, char** argv) {
   app.add_option("--phases", o.phases,
                  "phases to run: a b c (throughput), p (breakdown of b), d (latency), e (RSS), f "
                  "(claim scaling), "
-                 "j (json vs jsonb), q (latency at --quiet-rate), u (un-analyzed bulk backlog); q "
-                 "and u are not in the default")
+                 "g (claim scaling, log mode), j (json vs jsonb), q (latency at --quiet-rate), u "
+                 "(un-analyzed bulk backlog); g, q and u are not in the default")
       ->capture_default_str();
   app.add_option("--events", o.events, "events pre-inserted for (a), (b)")->capture_default_str();
   app.add_option("--rounds", o.rounds, "(a), (b) rounds, interleaved; the mean is reported")

@@ -18,6 +18,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$repo/build-bench}
 export TESTBED_STATE=${TESTBED_STATE:-$repo/.testbed/bench}
+# shellcheck source-path=SCRIPTDIR
+source "$repo/bench/lib.sh"
 
 quick=0
 keep=0
@@ -38,41 +40,16 @@ if [ "$quick" -eq 1 ]; then
         --json-rows 10000 --drain-events 20000 "${args[@]}")
 fi
 
-echo "== build ($build, Release)" >&2
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target relay_bench outbox-operator -j2 >&2
-
-was_up=0
-[ -f "$TESTBED_STATE/env" ] && was_up=1
-echo "== test bed ($TESTBED_STATE)" >&2
-# up.sh names the failing service and its log; stop here rather than source "".
-if ! env_file=$("$repo/scripts/testbed/up.sh" pg kafka | tail -n1) || [ ! -f "$env_file" ]; then
-  echo "bench: the test bed did not start (see the messages above); nothing was measured" >&2
-  exit 1
-fi
-# shellcheck disable=SC1090
-source "$env_file"
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-stop_testbed() {
-  if [ "$was_up" -eq 0 ] && [ "$keep" -eq 0 ]; then
-    "$repo/scripts/testbed/down.sh" >&2 || true
-  fi
-}
-trap stop_testbed EXIT
+bench_build relay_bench outbox-operator
+bench_testbed bench
 
 out=$build/bench/last-run.txt
 mkdir -p "$(dirname "$out")"
-{
-  echo "# relay_bench run, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "# machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)), $(free -g | awk '/^Mem:/ {print $2}') GB RAM, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# busiest other processes at start (%CPU, command):"
-  ps -eo pcpu=,comm= --sort=-pcpu | head -n 6 | sed 's/^/#   /'
-  echo "# command: $build/bench/relay_bench ${args[*]}"
-} | tee "$out"
+bench_header relay_bench "$build/bench/relay_bench ${args[*]}" | tee "$out"
 start=$(date +%s)
 set +e
 "$build/bench/relay_bench" --log-dir "$build/bench" "${args[@]}" 2>&1 | tee -a "$out"
 rc=${PIPESTATUS[0]}
 set -e
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time $(( $(date +%s) - start )) s" | tee -a "$out"
+bench_footer | tee -a "$out"
 exit "$rc"

@@ -114,3 +114,41 @@ kafka_format() {
   java -Xmx256m -Dlog4j2.configurationFile="$TESTBED_DIR/kafka/log4j2.xml" -Dtestbed.log.level=WARN \
     -cp "$lib/*" kafka.tools.StorageTool format "--cluster-id=$cid" -c "$config" "$@" >"$out" 2>&1
 }
+
+# maven_lib DEST POM WHAT VERSIONS JAR... -- MVN_ARG...: the jars POM's `package` copies into
+# DEST/lib, from Maven Central (built in DEST/build, so no target/ appears in the work tree);
+# prints DEST/lib. Idempotent: returns at once when DEST's stamp matches POM and VERSIONS (a
+# line naming every version the MVN_ARGs set). One fetch at a time: a caller that waited finds
+# the stamp written. Dies with maven's log when it fails or a JAR (a name in DEST/lib) is
+# missing.
+maven_lib() {
+  local dest=$1 pom=$2 what=$3 versions=$4
+  shift 4
+  local jars=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    jars+=("$1")
+    shift
+  done
+  shift
+  local lib="$dest/lib" stamp="$dest/.complete" want
+  want="$(cat "$pom" <(echo "$versions") | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "$lib"; return 0; fi
+  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+  mkdir -p "$dest"
+  exec 9>"$dest/.lock"
+  flock 9
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "$lib"; return 0; fi
+  log "fetching $what jars from Maven Central into $lib"
+  local work="$dest/build" mvnlog="$dest/mvn.log" jar
+  rm -rf "$lib" "$work" && mkdir -p "$work"
+  cp "$pom" "$work/pom.xml"
+  if ! mvn -B -Dstyle.color=never -f "$work/pom.xml" package "$@" -Dlib.dir="$lib" >"$mvnlog" 2>&1; then
+    tail -n 30 "$mvnlog" >&2
+    die "maven failed; log: $mvnlog"
+  fi
+  for jar in "${jars[@]}"; do
+    [ -f "$lib/$jar" ] || die "$jar missing in $lib; log: $mvnlog"
+  done
+  echo "$want" >"$stamp"
+  echo "$lib"
+}

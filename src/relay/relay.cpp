@@ -25,6 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 long long now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
       .count();
@@ -89,6 +93,18 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
           "(the relay's clock): what a consumer waits; clock skew between the two shows in it",
           {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
           labels)),
+      claim_duration(r.histogram("outbox_claim_seconds",
+                                 "One claim query, as the relay waits for it",
+                                 metrics::latency_buckets(), labels)),
+      write_back_duration(r.histogram("outbox_write_back_seconds",
+                                      "Writing one batch's outcome back (and its dead-letter "
+                                      "copies), as the relay waits for it",
+                                      metrics::latency_buckets(), labels)),
+      housekeeping_duration(r.histogram(
+          "outbox_housekeeping_seconds",
+          "Rebalancing shards, table maintenance and measuring the backlog between batches; the "
+          "relay claims nothing meanwhile",
+          metrics::latency_buckets(), labels)),
       build_info(r.gauge("outbox_build_info", "1, labelled with the binary's version",
                          with(labels, "version", kVersion))),
       pending(r.gauge("outbox_pending_events", "Pending events (database clock)", labels)),
@@ -332,7 +348,9 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
 // Rebalances when due (only called with nothing in flight) and measures the backlog.
 void Relay::keep_up(Session& s, Pipeline& p) {
   const auto now = Clock::now();
-  if (now >= p.next_rebalance) {
+  const bool rebalance = now >= p.next_rebalance;
+  const bool measure = now >= p.next_backlog;
+  if (rebalance) {
     ShardOwnership& shards = s.shards();
     if (shards.rebalance()) {
       spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
@@ -342,10 +360,13 @@ void Relay::keep_up(Session& s, Pipeline& p) {
     metrics_.members.set(shards.live_members());
     p.next_rebalance = now + config_.rebalance_interval;
   }
-  if (now >= p.next_backlog) {
+  if (measure) {
     p.next_backlog = now + config_.backlog_interval;
     s.store().maintain(s.shards().owned());
     measure_backlog(s);
+  }
+  if (rebalance || measure) {
+    metrics_.housekeeping_duration.observe(seconds_since(now));
   }
 }
 
@@ -386,7 +407,11 @@ std::vector<OutboxEvent> Relay::claim_beside_write_back(Session& s, Pipeline& p,
     p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
     next = std::async(p.settled ? std::launch::async : std::launch::deferred,
                       [this, &s, &on, exclude = std::move(exclude)] {
-                        return on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
+                        const auto start = Clock::now();
+                        auto batch =
+                            on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
+                        metrics_.claim_duration.observe(seconds_since(start));
+                        return batch;
                       });
   }
   if (p.settled) {
@@ -420,8 +445,7 @@ void Relay::observe_delivery_lag(const Settlement& settled) {
 void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                                  std::set<std::string> held, Clock::time_point claimed_at) {
   Settlement settled = publisher_->settle();
-  metrics_.publish_latency.observe(
-      std::chrono::duration<double>(Clock::now() - p.in_flight_since).count());
+  metrics_.publish_latency.observe(seconds_since(p.in_flight_since));
   observe_delivery_lag(settled);
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
   const bool reachable = !settled.outcome.kafka_unreachable;
@@ -505,7 +529,10 @@ void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_
 void Relay::write_back(Session& s, Pipeline& p) {
   Settlement settled = std::move(*p.settled);
   p.settled.reset();
-  record(publisher_->write_back(s.store(), settled));
+  const auto start = Clock::now();
+  const BatchOutcome outcome = publisher_->write_back(s.store(), settled);
+  metrics_.write_back_duration.observe(seconds_since(start));
+  record(outcome);
 }
 
 // Records a written-back batch's outcome in the metrics.

@@ -57,6 +57,10 @@ struct RelayMetrics {
   metrics::Histogram& batch_size;
   metrics::Histogram& publish_latency;
   metrics::Histogram& delivery_lag;  // created_at (database clock) to the delivery report
+  // The steps of a turn that hold up the next claim, each timed as the relay waits for it.
+  metrics::Histogram& claim_duration;
+  metrics::Histogram& write_back_duration;
+  metrics::Histogram& housekeeping_duration;
   metrics::Gauge& build_info;
   metrics::Gauge& pending;
   metrics::Gauge& failed_events;

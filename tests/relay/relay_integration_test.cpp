@@ -246,18 +246,21 @@ TEST(Relay, KafkaDownDefersWithoutBurningAttemptsAndDrainsWhenBack) {
   EXPECT_EQ(per_key_order_problem(got), "");
 }
 
+// One event of key `key` larger than the 10,000 bytes the poison tests allow a message.
+void enqueue_too_large(const OutboxTestTable& t, const std::string& key) {
+  pqxx::connection conn(t.dsn);
+  pqxx::work tx(conn);
+  enqueue(tx, t.table, "order", key,
+          nlohmann::json{{"seq", 0}, {"blob", std::string(20000, 'x')}}.dump());
+  tx.commit();
+}
+
 TEST(Relay, APoisonEventEndsFailedWithTheReasonWhileOtherKeysFlow) {
   OutboxTestTable t;
   auto c = t.relay_config();
   c.kafka.properties["message.max.bytes"] = "10000";  // the producer refuses larger messages
   ThreadRelay relay(c);
-  {
-    pqxx::connection conn(t.dsn);
-    pqxx::work tx(conn);
-    enqueue(tx, t.table, "order", "poison",
-            nlohmann::json{{"seq", 0}, {"blob", std::string(20000, 'x')}}.dump());
-    tx.commit();
-  }
+  enqueue_too_large(t, "poison");
   t.insert(50, 5, 1);
   ASSERT_TRUE(
       eventually([&] { return t.count("status = 1") == 50 && t.count("status = 2") == 1; }, 60s));
@@ -348,13 +351,7 @@ TEST(Relay, AFailedEventWhoseDeadLetterCopyIsRefusedIsFailedAllTheSame) {
   c.kafka.properties["message.max.bytes"] = "10000";
   c.publish.dead_letter_topic = t.topic + ".dead-letters";
   ThreadRelay relay(c);
-  {
-    pqxx::connection conn(t.dsn);
-    pqxx::work tx(conn);
-    enqueue(tx, t.table, "order", "poison",
-            nlohmann::json{{"seq", 0}, {"blob", std::string(20000, 'x')}}.dump());
-    tx.commit();
-  }
+  enqueue_too_large(t, "poison");
   t.insert(3, 3, 1);
   ASSERT_TRUE(
       eventually([&] { return t.count("status = 1") == 3 && t.count("status = 2") == 1; }, 60s));
