@@ -204,6 +204,10 @@ TEST(Cli, MalformedInputGetsAClearErrorAndChangesNothing) {
       {"relay --brokers 127.0.0.1:1 --max-backoff 1s --initial-backoff 1m" + table,
        "--max-backoff"},
       {"relay --brokers 127.0.0.1:1 --kafka-property novalue" + table, "key=value"},
+      {"relay --brokers 127.0.0.1:1 --dead-letter-topic 'dlq.{biz_type}'" + table,
+       "--dead-letter-topic: topic name"},
+      {"compensate --brokers 127.0.0.1:1 --dead-letter-topic 'a b'" + table,
+       "--dead-letter-topic: topic name"},
       {"relay --brokers 127.0.0.1:1 --listen 127.0.0.1:80x" + table, "--listen port \"80x\""},
       {"--config /nonexistent/outbox.toml inspect" + table, "not readable"},
       // A missing table gets the relay's words, not SQL with a caret.
