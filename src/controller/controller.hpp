@@ -153,7 +153,8 @@ class Controller {
   std::string pods_detail(const Json& relay);
   // Whether the cached `relay` shows this process's last status write (or it never wrote one).
   bool status_cache_current(const Json& relay);
-  // Applies `desired` and records an Event for each condition that turned on since `before`.
+  // Applies `desired` and records the Events its changes from `before` are worth
+  // (condition_events).
   void write_status(const Json& relay, const Json& desired, const Json& before);
   void record_event(const Json& relay, const EventNote& note);
   void note_failed_events(const Json& relay);

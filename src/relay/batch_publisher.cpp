@@ -47,9 +47,6 @@ std::unique_ptr<kafka::BatchProducer> dead_letter_producer(const kafka::Producer
   if (policy.dead_letter_topic.empty()) {
     return nullptr;
   }
-  if (std::string problem = kafka::topic_name_problem(policy.dead_letter_topic); !problem.empty()) {
-    throw std::invalid_argument("dead-letter topic: " + problem);
-  }
   return std::make_unique<kafka::BatchProducer>(config);
 }
 
@@ -255,12 +252,12 @@ std::set<std::int64_t> BatchPublisher::dead_letter(const Settlement& s, BatchOut
   for (const OutboxEvent& e : s.batch) {
     by_id.emplace(e.id, &e);
   }
-  std::vector<const RetryDecision*> failed;
+  std::vector<std::pair<const RetryDecision*, const OutboxEvent*>> failed;
   std::vector<kafka::Message> copies;
   for (const RetryDecision& d : s.decisions) {
     if (auto it = by_id.find(d.id); d.failed && it != by_id.end()) {
       const OutboxEvent& e = *it->second;
-      failed.push_back(&d);
+      failed.emplace_back(&d, &e);
       copies.push_back(dead_letter_message(e, policy_.router.topic_for(e.biz_type), d.error,
                                            policy_.dead_letter_topic));
     }
@@ -270,18 +267,18 @@ std::set<std::int64_t> BatchPublisher::dead_letter(const Settlement& s, BatchOut
   }
   const std::vector<kafka::Delivery> reports = dead_letters_->publish(copies);
   for (std::size_t i = 0; i < failed.size(); ++i) {
+    const auto [d, e] = failed[i];
     if (i < reports.size() && reports[i].error_class == kafka::ErrorClass::kNone) {
-      copied.insert(failed[i]->id);
+      copied.insert(d->id);
       ++out.dead_lettered;
       continue;
     }
     ++out.dead_letter_refused;
-    const auto it = s.event_ids.find(failed[i]->id);
-    const ScopedLogField field("event_id", it != s.event_ids.end() ? it->second : "?");
+    const ScopedLogField field("event_id", e->event_id);
     spdlog::warn(
         "the copy of row id {} for dead-letter topic {} was not delivered ({}); the "
         "event is FAILED in the table all the same",
-        failed[i]->id, policy_.dead_letter_topic,
+        d->id, policy_.dead_letter_topic,
         i < reports.size() ? reports[i].error : "no delivery report");
   }
   return copied;

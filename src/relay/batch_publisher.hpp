@@ -78,7 +78,7 @@ std::string failed_event_line(const RetryDecision& d, const std::string& event_i
 
 // The producer for PublishPolicy::dead_letter_topic (same brokers and properties as the
 // batches'; its own so that a copy never waits behind a batch in flight), or null when no
-// topic is set. Throws std::invalid_argument when the topic is not a legal topic name.
+// topic is set. The topic's name is checked where it comes in (the CRD, --dead-letter-topic).
 std::unique_ptr<kafka::BatchProducer> dead_letter_producer(const kafka::ProducerConfig& config,
                                                            const PublishPolicy& policy);
 
