@@ -121,6 +121,8 @@ class BatchPublisher {
   // Writes a settlement back; returns its outcome with the FAILED events logged. With a
   // dead-letter topic, their copies are published first and waited for: a crash before the
   // write-back retries the events, so a copy may be published twice, never missed.
+  // May run on another thread beside send() and settle() (the relay's WriteBehind): it
+  // uses only the policy and the dead-letter producer, which they do not.
   BatchOutcome write_back(EventStore& store, const Settlement& s);
   // Forgets the batch in flight (its events stay pending and will be claimed again).
   void abandon();

@@ -9,5 +9,6 @@ namespace outbox::relay::defaults {
 inline constexpr int kBatchSize = 500;
 inline constexpr std::chrono::milliseconds kPollInterval{2000};
 inline constexpr std::chrono::seconds kStuckAfter{600};
+inline constexpr std::chrono::milliseconds kWriteBehindLimit{250};
 
 }  // namespace outbox::relay::defaults

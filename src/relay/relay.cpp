@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <ctime>
-#include <future>
 #include <optional>
 #include <pqxx/pqxx>
 #include <set>
@@ -97,8 +96,8 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
                                  "One claim query, as the relay waits for it",
                                  metrics::latency_buckets(), labels)),
       write_back_duration(r.histogram("outbox_write_back_seconds",
-                                      "Writing one batch's outcome back (and its dead-letter "
-                                      "copies), as the relay waits for it",
+                                      "Writing settled batches' outcome back (and their "
+                                      "dead-letter copies) in one statement, behind the sends",
                                       metrics::latency_buckets(), labels)),
       housekeeping_duration(r.histogram(
           "outbox_housekeeping_seconds",
@@ -229,7 +228,14 @@ void Relay::run(std::stop_token stop) {
       went_online(session);
       outages = 0;
       set_problem({});
-      Pipeline pipeline;
+      Pipeline pipeline(
+          [this, &session](const Settlement& settled) {  // on the write-back's thread
+            const auto start = Clock::now();
+            BatchOutcome outcome = publisher_->write_back(session.store(), settled);
+            metrics_.write_back_duration.observe(seconds_since(start));
+            return outcome;
+          },
+          [this](const BatchOutcome& outcome) { record(outcome); });
       pump(session, pipeline, stop);
       drain(session, pipeline, stop);
     } catch (const pqxx::broken_connection& e) {
@@ -288,7 +294,7 @@ void Relay::went_offline() {
   backlog_.reset();
 }
 
-// Turns until `stop`: each turn claims at most once (claim_beside_write_back) and
+// Turns until `stop`: each turn claims at most once (claim_next) and
 // sends at most one batch.
 void Relay::pump(Session& s, Pipeline& p, std::stop_token stop) {
   while (!stop.stop_requested()) {
@@ -301,7 +307,7 @@ void Relay::pump(Session& s, Pipeline& p, std::stop_token stop) {
 // flush, then hand the shards back at once.
 void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
   try {
-    while (publisher_->in_flight() || p.settled) {
+    while (publisher_->in_flight() || !p.behind.empty()) {
       turn(s, p, stop);
     }
   } catch (const std::exception& e) {
@@ -316,15 +322,17 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 }
 
 // One turn. Between batches: keep the shard share and the backlog fresh, and
-// respect a Kafka pause. Then claim the next batch, overlapping the write-back of
-// the settled one; then either settle the batch in flight and send the next, or,
-// with nothing in flight, send what was claimed or wait for work.
+// respect a Kafka pause. Then claim the next batch while earlier settlements are
+// written back behind it; then either settle the batch in flight and send the next,
+// or, with nothing in flight, send what was claimed or wait for work (after the
+// write-backs: waiting listens on the lock session).
 //
-// Rebalancing may release shards, so it waits until nothing is in flight: a shard
-// is never handed over with its events still on the way. For the same reason a
-// batch in flight stops further claims once a rebalance is due.
+// Rebalancing may release shards, so it waits until nothing is in flight or behind:
+// a shard is never handed over with its events still on the way or unmarked. For
+// the same reason a batch in flight stops further claims once a rebalance is due.
 void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
-  const bool busy = publisher_->in_flight() || p.settled;
+  p.behind.poll();
+  const bool busy = publisher_->in_flight() || !p.behind.empty();
   if (!busy) {
     keep_up(s, p);
     if (Clock::now() < kafka_paused_until_) {
@@ -335,14 +343,16 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   const bool claim = !busy || (!stop.stop_requested() && publisher_->in_flight() &&
                                Clock::now() < p.next_rebalance);
   const auto claimed_at = Clock::now();
-  std::set<std::string> held =
-      p.settled ? std::move(p.settled->held_keys) : std::set<std::string>{};
-  std::vector<OutboxEvent> next = claim_beside_write_back(s, p, claim);
+  // The claim cannot see what the settlements behind have not written yet.
+  std::set<std::string> held = p.behind.held_keys();
+  std::vector<OutboxEvent> next = claim ? claim_next(s, p) : std::vector<OutboxEvent>{};
   if (publisher_->in_flight()) {
     settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
   } else if (!busy) {
     send_or_wait(s, p, std::move(next), claimed_at, stop);
-  }  // else only a write-back was left
+  } else {
+    p.behind.finish();  // only write-backs were left
+  }
 }
 
 // Rebalances when due (only called with nothing in flight) and measures the backlog.
@@ -391,44 +401,23 @@ void Relay::wait_out_kafka_pause(Session& s, std::stop_token stop) {
   }
 }
 
-// The one claim of the loop (when `claim`), leaving out the batch in flight and the
-// settled one. With a settled batch to write back, the claim runs on the claim
-// session while the write-back runs on the lock session; otherwise on the lock
-// session, so that every send follows a round trip on the session whose locks
-// make the shards ours.
-std::vector<OutboxEvent> Relay::claim_beside_write_back(Session& s, Pipeline& p, bool claim) {
-  std::future<std::vector<OutboxEvent>> next;
-  if (claim) {
-    std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
-    if (p.settled) {
-      exclude.insert(exclude.end(), p.settled->ids.begin(), p.settled->ids.end());
-    }
-    EventClaims& on = p.settled ? s.claim_session() : s.store().claims();
-    p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
-    next = std::async(p.settled ? std::launch::async : std::launch::deferred,
-                      [this, &s, &on, exclude = std::move(exclude)] {
-                        const auto start = Clock::now();
-                        auto batch =
-                            on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
-                        metrics_.claim_duration.observe(seconds_since(start));
-                        return batch;
-                      });
-  }
-  if (p.settled) {
-    write_back(s, p);  // if this throws, the future's destructor waits for the claim
-  }
-  return next.valid() ? next.get() : std::vector<OutboxEvent>{};
+// The one claim of a turn, leaving out the batch in flight and the settled ones not
+// written back yet. With no write-back running it runs on the lock session, so that
+// the send after it follows a round trip on the session whose locks make the shards
+// ours; otherwise on the claim session, beside the write-back, which is then that
+// round trip (settle_and_send_next bounds how long ago it may have begun).
+std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
+  std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
+  const std::vector<std::int64_t> behind = p.behind.ids();
+  exclude.insert(exclude.end(), behind.begin(), behind.end());
+  EventClaims& on = p.behind.empty() ? s.store().claims() : s.claim_session();
+  p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
+  const auto start = Clock::now();
+  std::vector<OutboxEvent> batch = on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
+  metrics_.claim_duration.observe(seconds_since(start));
+  return batch;
 }
 
-// With batch k in flight: waits for k's reports, sends k+1 (`next`) and keeps k's
-// settlement for the next turn's write-back. So the claim overlaps the write-back,
-// and both overlap the Kafka round trip.
-//
-// Per-key order: k+1 is produced only after k's reports are in, and without the
-// events of any key that k or k-1 (`held`) did not fully deliver: the claim of k+1
-// may not see their failures yet (they stay pending; a claim after the write-back
-// holds the key back behind its retry). Inside one batch, send() keeps each key on
-// one topic, and the claim never puts a retry beside later events of its key.
 void Relay::observe_delivery_lag(const Settlement& settled) {
   const auto now = std::chrono::system_clock::now();
   const std::unordered_set<std::int64_t> delivered(settled.delivered.begin(),
@@ -442,6 +431,17 @@ void Relay::observe_delivery_lag(const Settlement& settled) {
   }
 }
 
+// With batch k in flight: waits for k's reports, sends k+1 (`next`) and hands k's
+// settlement to the write-behind. So the claim, the write-backs and the Kafka round
+// trip overlap, and no send waits for a commit unless a write-back has run longer
+// than config_.write_behind_limit (the fencing bound).
+//
+// Per-key order: k+1 is produced only after k's reports are in, and without the
+// events of any key that k or a settlement not written back when k+1 was claimed
+// (`held`) did not fully deliver: the claim of k+1 cannot see their failures yet
+// (they stay pending; a claim after the write-back holds the key back behind its
+// retry). Inside one batch, send() keeps each key on one topic, and the claim never
+// puts a retry beside later events of its key.
 void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                                  std::set<std::string> held, Clock::time_point claimed_at) {
   Settlement settled = publisher_->settle();
@@ -450,15 +450,16 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
+    p.behind.wait_unless_younger_than(config_.write_behind_limit);
     send_batch(p, std::move(next), claimed_at, held);
   } else if (!next.empty()) {
     s.store().unclaim(next);  // status mode: no row changed; log mode: read again
   }
-  p.settled = std::move(settled);
+  const std::size_t deferred = settled.outcome.deferred;
+  p.behind.add(std::move(settled));
   if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
-    const std::size_t deferred = p.settled->outcome.deferred;
-    write_back(s, p);
+    p.behind.finish();
     kafka_pause_ = std::chrono::milliseconds{1000};
     kafka_paused_until_ = Clock::now() + kafka_pause_;
     metrics_.kafka_up.set(0);
@@ -524,15 +525,6 @@ void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_
         "waits for a retry, or goes to another topic in this batch",
         kept_back);
   }
-}
-
-void Relay::write_back(Session& s, Pipeline& p) {
-  Settlement settled = std::move(*p.settled);
-  p.settled.reset();
-  const auto start = Clock::now();
-  const BatchOutcome outcome = publisher_->write_back(s.store(), settled);
-  metrics_.write_back_duration.observe(seconds_since(start));
-  record(outcome);
 }
 
 // Records a written-back batch's outcome in the metrics.

@@ -20,6 +20,7 @@
 #include "relay/defaults.hpp"
 #include "relay/session.hpp"
 #include "relay/topic_router.hpp"
+#include "relay/write_behind.hpp"
 
 namespace outbox::relay {
 
@@ -36,6 +37,10 @@ struct RelayConfig {
   std::chrono::seconds stuck_after = defaults::kStuckAfter;
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
+  // How long the relay may go on sending while a write-back runs: past it, the next send
+  // waits for that write-back, so a replica whose lock session is lost stops sending
+  // within about this long (the fencing bound; docs/relay.md).
+  std::chrono::milliseconds write_behind_limit = defaults::kWriteBehindLimit;
   std::string identity;  // for logs; defaults to process_identity()
   // Labels every series carries beside `table`: in a pod the operator started, the
   // OutboxRelay's `namespace` and name (`outboxrelay`), so that a scrape without the
@@ -104,10 +109,13 @@ struct RelayMetrics {
 //   is published before the transaction that wrote it commits.
 // - Per-key order: a key's events live in one shard, published by one replica at
 //   a time, in id order; a batch is sent only after the previous one settled,
-//   without the keys it did not fully deliver; a key's later events wait behind
-//   its retry; a batch sends a key to one topic only.
+//   without the keys that it, or a batch not yet written back, did not fully
+//   deliver; a key's later events wait behind its retry; a batch sends a key to
+//   one topic only.
 // - A write-back runs on the session that holds the shard locks, so a replica that
-//   lost its shards can never mark their rows (the fencing check).
+//   lost its shards can never mark their rows (the fencing check), and a send
+//   follows a round trip on that session that ended or began at most
+//   RelayConfig::write_behind_limit before it.
 // Caveats:
 // - kill -9 (or a lost database session) costs duplicates of the batch in flight:
 //   nothing of it is marked, and the replica that takes the shards publishes those
@@ -141,8 +149,10 @@ class Relay {
  private:
   // What one session's loop carries from turn to turn.
   struct Pipeline {
-    // The batch that settled last, written back during the next claim.
-    std::optional<Settlement> settled;
+    Pipeline(WriteBehind::Write write, WriteBehind::Written written)
+        : behind(std::move(write), std::move(written)) {}
+    // The settled batches, written back on the lock session behind the sends.
+    WriteBehind behind;
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
     bool waiting = false;    // registered in <table>_waiting, so inserts notify
@@ -160,7 +170,7 @@ class Relay {
   void turn(Session& s, Pipeline& p, std::stop_token stop);
   void keep_up(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
-  std::vector<OutboxEvent> claim_beside_write_back(Session& s, Pipeline& p, bool claim);
+  std::vector<OutboxEvent> claim_next(Session& s, Pipeline& p);
   // outbox_delivery_lag_seconds for every event the settlement delivered.
   void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
@@ -171,7 +181,6 @@ class Relay {
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
                   std::chrono::steady_clock::time_point claimed_at,
                   const std::set<std::string>& held = {});
-  void write_back(Session& s, Pipeline& p);
   void record(const BatchOutcome& outcome);
   void measure_backlog(Session& s);
   void set_problem(const std::string& problem);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -64,7 +65,9 @@ class Session {
     WakeUp(pqxx::connection_base& c, const std::string& channel)
         : pqxx::notification_receiver(c, channel) {}
     void operator()(const std::string&, int) override { ++count; }
-    std::uint64_t count = 0;
+    // Atomic: the lock session also serves the write-back's thread, and libpq may hand
+    // over a NOTIFY with any statement's result.
+    std::atomic<std::uint64_t> count = 0;
   };
 
   // Declared in the order of connecting; destroyed in reverse, the lock session last.

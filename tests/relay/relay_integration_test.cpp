@@ -176,6 +176,75 @@ TEST(Relay, AnEventHeldBackByAnUnrelatedTransactionGoesOutSoonAfterItEnds) {
   EXPECT_LT(std::chrono::steady_clock::now() - ended, 5s);
 }
 
+// Holds a lock that the relay's next write-back waits for, until released: in status
+// mode on the first event's row (every write-back of its batch updates it), in log mode
+// on every shard's progress row.
+class WriteBackBlocker {
+ public:
+  explicit WriteBackBlocker(const OutboxTestTable& t) : conn_(t.dsn), tx_(conn_) {
+    tx_.exec(testing::table_mode() == TableMode::kLog
+                 ? "SELECT shard FROM " + t.table.quoted_with_suffix("_progress") + " FOR UPDATE"
+                 : "SELECT id FROM " + t.table.quoted() + " ORDER BY id LIMIT 1 FOR UPDATE");
+  }
+  void release() { tx_.abort(); }
+
+ private:
+  pqxx::connection conn_;
+  pqxx::work tx_;
+};
+
+// The write-back of a settled batch runs behind the sends: a write-back that waits on
+// a lock (or a slow WAL flush) holds up no delivery while it is younger than the
+// write-behind limit, and the claims leave its events out meanwhile (none twice).
+TEST(Relay, AStalledWriteBackHoldsUpNoDeliveryWithinTheWriteBehindLimit) {
+  OutboxTestTable t;
+  t.insert(200, 10);
+  WriteBackBlocker blocker(t);
+  auto c = t.relay_config();
+  c.batch_size = 20;
+  c.write_behind_limit = 120s;
+  // A rebalance waits until nothing is behind, and a batch in flight stops claiming once
+  // one is due: with the fixture's 200 ms, that and not the write-back would stop sends.
+  c.rebalance_interval = 120s;
+  ThreadRelay relay(c);
+  auto got = consume_all({t.topic}, 200, 60s, 500ms);
+  EXPECT_EQ(distinct_seqs(got), 200u)
+      << "delivered while the first write-back waits; missing " << testing::missing_seqs(got, 200);
+  EXPECT_EQ(got.size(), 200u) << "nothing claimed twice while its write-back is behind";
+  EXPECT_EQ(t.count("status = 1"), 0) << "nothing written back yet";
+  blocker.release();
+  ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 200; }, 30s))
+      << t.count("status = 1") << " of 200 written back after the lock went";
+  EXPECT_EQ(per_key_order_problem(got), "");
+  EXPECT_EQ(testing::metric(relay, "outbox_events_published_total", t.table.plain()), 200);
+}
+
+// The fencing bound: once a write-back has run longer than the limit, the relay sends
+// nothing more until it ends (a replica whose lock session is lost stops sending).
+TEST(Relay, NoBatchIsSentOnceAWriteBackHasRunLongerThanTheLimit) {
+  OutboxTestTable t;
+  const int events = 5000;
+  t.insert(events, 50);
+  WriteBackBlocker blocker(t);
+  auto c = t.relay_config();
+  c.batch_size = 10;  // 500 batches: more than fit in the limit on any machine
+  c.write_behind_limit = 100ms;
+  c.rebalance_interval = 120s;  // so that only the limit can stop the sends
+  ThreadRelay relay(c);
+  std::this_thread::sleep_for(3s);
+  const auto before = consume_all({t.topic}, events, 2s, 0ms);
+  EXPECT_GT(distinct_seqs(before), 0u) << "sends went on at first";
+  EXPECT_LT(distinct_seqs(before), static_cast<std::size_t>(events)) << "and stopped";
+  EXPECT_EQ(t.count("status = 1"), 0);
+  blocker.release();
+  ASSERT_TRUE(eventually([&] { return t.count("status = 1") == events; }, 60s))
+      << t.count("status = 1") << " of " << events << " sent after the lock went";
+  const auto got = consume_all({t.topic}, events, 60s);
+  EXPECT_EQ(distinct_seqs(got), static_cast<std::size_t>(events));
+  EXPECT_EQ(got.size(), static_cast<std::size_t>(events)) << "none twice";
+  EXPECT_EQ(per_key_order_problem(got), "");
+}
+
 void run_replicas(int replicas) {
   OutboxTestTable t;
   const int events = 3000;

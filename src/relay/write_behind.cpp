@@ -1,0 +1,137 @@
+#include "relay/write_behind.hpp"
+
+#include <iterator>
+#include <utility>
+
+namespace outbox::relay {
+namespace {
+
+template <typename T>
+void append(std::vector<T>& into, std::vector<T>& from) {
+  into.insert(into.end(), std::make_move_iterator(from.begin()),
+              std::make_move_iterator(from.end()));
+}
+
+void add_counts(std::map<std::string, std::size_t>& into,
+                const std::map<std::string, std::size_t>& from) {
+  for (const auto& [topic, n] : from) {
+    into[topic] += n;
+  }
+}
+
+// One settlement that writes back what `into` and `from` would, one after the other.
+// Their batches share no event with a verdict: an event leaves the claims when its
+// settlement is queued and comes back only once that is written.
+void merge(Settlement& into, Settlement from) {
+  append(into.delivered, from.delivered);
+  append(into.decisions, from.decisions);
+  append(into.ids, from.ids);
+  append(into.batch, from.batch);
+  into.held_keys.merge(from.held_keys);
+  into.event_ids.merge(from.event_ids);
+  BatchOutcome& o = into.outcome;
+  const BatchOutcome& f = from.outcome;
+  o.delivered += f.delivered;
+  o.failed += f.failed;
+  o.retried += f.retried;
+  o.deferred += f.deferred;
+  o.order_anomalies += f.order_anomalies;
+  o.kafka_unreachable = o.kafka_unreachable || f.kafka_unreachable;
+  add_counts(o.delivered_by_topic, f.delivered_by_topic);
+  add_counts(o.failed_by_topic, f.failed_by_topic);
+  o.dead_lettered += f.dead_lettered;
+  o.dead_letter_refused += f.dead_letter_refused;
+}
+
+}  // namespace
+
+WriteBehind::WriteBehind(Write write, Written written)
+    : write_(std::move(write)), written_(std::move(written)) {}
+
+WriteBehind::~WriteBehind() {
+  if (done_.valid()) {
+    done_.wait();
+  }
+}
+
+void WriteBehind::add(Settlement s) {
+  if (queued_) {
+    merge(*queued_, std::move(s));
+  } else {
+    queued_ = std::move(s);
+  }
+  if (!running_) {
+    start();
+  }
+}
+
+void WriteBehind::poll() {
+  if (running_ && done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    collect();
+    start();
+  }
+}
+
+void WriteBehind::wait_unless_younger_than(std::chrono::milliseconds limit) {
+  poll();
+  if (running_ && Clock::now() - started_ >= limit) {
+    collect();
+    start();
+  }
+}
+
+void WriteBehind::finish() {
+  while (!empty()) {
+    if (running_) {
+      collect();
+    }
+    start();
+  }
+}
+
+std::vector<const Settlement*> WriteBehind::not_written() const {
+  std::vector<const Settlement*> all;
+  if (running_) {
+    all.push_back(running_.get());
+  }
+  if (queued_) {
+    all.push_back(&*queued_);
+  }
+  return all;
+}
+
+std::vector<std::int64_t> WriteBehind::ids() const {
+  std::vector<std::int64_t> ids;
+  for (const Settlement* s : not_written()) {
+    ids.insert(ids.end(), s->ids.begin(), s->ids.end());
+  }
+  return ids;
+}
+
+std::set<std::string> WriteBehind::held_keys() const {
+  std::set<std::string> keys;
+  for (const Settlement* s : not_written()) {
+    keys.insert(s->held_keys.begin(), s->held_keys.end());
+  }
+  return keys;
+}
+
+void WriteBehind::start() {
+  if (!queued_) {
+    return;
+  }
+  running_ = std::make_unique<Settlement>(std::move(*queued_));
+  queued_.reset();
+  started_ = Clock::now();
+  done_ = std::async(std::launch::async, [this, s = running_.get()] { return write_(*s); });
+}
+
+void WriteBehind::collect() {
+  // get() rethrows what the write threw; the settlement is gone either way (a failed
+  // write-back leaves its events pending: they are published again).
+  std::unique_ptr<Settlement> written = std::move(running_);
+  const BatchOutcome outcome = done_.get();
+  written_(outcome);
+}
+
+}  // namespace outbox::relay

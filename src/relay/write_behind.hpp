@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "relay/batch_publisher.hpp"
+
+namespace outbox::relay {
+
+// Settled batches whose outcome is not written back yet, and the one write-back
+// running for them on a thread of its own, so that sending the next batch does not
+// wait for a commit (a WAL flush, whose tail on a busy database is the relay's).
+// Settlements that arrive while a write-back runs are merged and written together
+// when it ends: one statement per write-back, however many batches it covers.
+//
+// What the relay must keep while a settlement is behind: its ids out of every claim
+// (ids()), and its undelivered keys held in every batch claimed before it is written
+// (held_keys()), since such a claim cannot see its failures or parked events yet.
+//
+// Not thread-safe: one caller thread (the relay's) calls every member; only `write`
+// runs on the other thread.
+class WriteBehind {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Write = std::function<BatchOutcome(const Settlement&)>;
+  using Written = std::function<void(const BatchOutcome&)>;
+
+  // `write` writes a (merged) settlement back and returns its outcome; it runs on the
+  // write-back's thread and may throw. `written` gets each outcome on the caller's
+  // thread, from whichever member found the write-back done.
+  WriteBehind(Write write, Written written);
+  WriteBehind(const WriteBehind&) = delete;
+  WriteBehind& operator=(const WriteBehind&) = delete;
+  // Waits for a running write-back; its outcome and any error are dropped.
+  ~WriteBehind();
+
+  // Queues `s`, and starts writing it when no write-back runs.
+  void add(Settlement s);
+  // Collects a write-back that has ended (rethrowing what `write` threw) and starts
+  // the next one for everything queued meanwhile. Never waits.
+  void poll();
+  // Waits for the running write-back if it started more than `limit` ago: a send after
+  // this follows, within `limit`, the start of a write that has either ended or is
+  // still young. Rethrows what `write` threw.
+  void wait_unless_younger_than(std::chrono::milliseconds limit);
+  // Waits until everything added is written back. Rethrows what `write` threw.
+  void finish();
+
+  bool empty() const { return !running_ && !queued_; }
+  // Every id of the settlements not yet written back (running or queued).
+  std::vector<std::int64_t> ids() const;
+  // The undelivered keys of the settlements not yet written back.
+  std::set<std::string> held_keys() const;
+
+ private:
+  void start();    // writes the queued settlement, if any, on the write-back's thread
+  void collect();  // waits for the running write-back, reports its outcome
+  std::vector<const Settlement*> not_written() const;  // running, then queued
+
+  Write write_;
+  Written written_;
+  std::unique_ptr<Settlement> running_;  // what the running write-back writes
+  std::future<BatchOutcome> done_;
+  Clock::time_point started_;
+  std::optional<Settlement> queued_;  // every settlement added while one ran, merged
+};
+
+}  // namespace outbox::relay
