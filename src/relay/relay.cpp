@@ -329,9 +329,13 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 //
 // Rebalancing may release shards, so it waits until nothing is in flight or behind:
 // a shard is never handed over with its events still on the way or unmarked. For
-// the same reason a batch in flight stops further claims once a rebalance is due.
+// the same reason claims stop once a rebalance is due while anything is in flight or
+// behind.
 void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   p.behind.poll();
+  if (!publisher_->in_flight() && !p.behind.empty()) {
+    wait_behind(p);
+  }
   const bool busy = publisher_->in_flight() || !p.behind.empty();
   if (!busy) {
     keep_up(s, p);
@@ -340,8 +344,7 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
       return;
     }
   }
-  const bool claim = !busy || (!stop.stop_requested() && publisher_->in_flight() &&
-                               Clock::now() < p.next_rebalance);
+  const bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
   const auto claimed_at = Clock::now();
   // The claim cannot see what the settlements behind have not written yet.
   std::set<std::string> held = p.behind.held_keys();
@@ -350,9 +353,10 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
     settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
   } else if (!busy) {
     send_or_wait(s, p, std::move(next), claimed_at, stop);
-  } else {
-    p.behind.finish();  // only write-backs were left
-  }
+  } else if (!next.empty()) {  // a write-back still running
+    p.behind.wait_unless_younger_than(config_.write_behind_limit);
+    send_batch(p, std::move(next), claimed_at, held);
+  }  // else the next turn waits for the write-back again
 }
 
 // Rebalances when due (only called with nothing in flight) and measures the backlog.
@@ -512,6 +516,19 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
       p.waiting = false;
     }
   }
+}
+
+// Nothing in flight, a write-back running: waits a little for it, since the wake-up
+// path (NOTIFY, the waiting list) is on the lock session it occupies. If it is still
+// running after that, the turn claims on the claim session and sends what it finds,
+// so a stalled commit does not stall the relay; the waits double from 10 ms (longer
+// than most commits take, so a quiet relay rarely claims here) up to 100 ms.
+void Relay::wait_behind(Pipeline& p) {
+  using std::chrono::milliseconds;
+  constexpr milliseconds kFirstBehindPoll{10};
+  constexpr milliseconds kLastBehindPoll{100};
+  p.behind_poll = p.behind.wait_for(p.behind_poll) ? kFirstBehindPoll
+                                                   : std::min(p.behind_poll * 2, kLastBehindPoll);
 }
 
 void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_point claimed_at,

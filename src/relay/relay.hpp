@@ -156,6 +156,8 @@ class Relay {
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
     bool waiting = false;    // registered in <table>_waiting, so inserts notify
+    // Nothing in flight, a write-back running: the next wait for it before claiming again.
+    std::chrono::milliseconds behind_poll{10};
     // Log mode: the next wait while committed events wait above the watermark.
     std::chrono::milliseconds watermark_poll{2};
     std::chrono::steady_clock::time_point next_rebalance = std::chrono::steady_clock::now();
@@ -178,6 +180,7 @@ class Relay {
                             std::chrono::steady_clock::time_point claimed_at);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
+  void wait_behind(Pipeline& p);
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
                   std::chrono::steady_clock::time_point claimed_at,
                   const std::set<std::string>& held = {});

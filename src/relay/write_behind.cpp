@@ -89,6 +89,15 @@ void WriteBehind::finish() {
   }
 }
 
+bool WriteBehind::wait_for(std::chrono::milliseconds limit) {
+  poll();
+  if (running_ && done_.wait_for(limit) == std::future_status::ready) {
+    collect();
+    start();
+  }
+  return empty();
+}
+
 std::vector<const Settlement*> WriteBehind::not_written() const {
   std::vector<const Settlement*> all;
   if (running_) {

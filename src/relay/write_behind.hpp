@@ -52,6 +52,9 @@ class WriteBehind {
   void wait_unless_younger_than(std::chrono::milliseconds limit);
   // Waits until everything added is written back. Rethrows what `write` threw.
   void finish();
+  // Waits at most `limit` for the running write-back; returns empty(). Rethrows what
+  // `write` threw.
+  bool wait_for(std::chrono::milliseconds limit);
 
   bool empty() const { return !running_ && !queued_; }
   // Every id of the settlements not yet written back (running or queued).

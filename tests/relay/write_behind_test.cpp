@@ -86,6 +86,7 @@ TEST(WriteBehind, ASendWaitsForAWriteBackOnlyOnceItIsOlderThanTheLimit) {
   behind.add(settled({1}, {}));
   behind.wait_unless_younger_than(1h);
   EXPECT_FALSE(behind.empty()) << "a young write-back is not waited for";
+  EXPECT_FALSE(behind.wait_for(10ms)) << "nor one the relay waits for only briefly";
 
   std::atomic<bool> released = false;
   std::thread opener([&] {
@@ -98,6 +99,8 @@ TEST(WriteBehind, ASendWaitsForAWriteBackOnlyOnceItIsOlderThanTheLimit) {
   EXPECT_TRUE(released) << "returned before the old write-back ended";
   EXPECT_TRUE(behind.empty());
   opener.join();
+  behind.add(settled({2}, {}));
+  EXPECT_TRUE(behind.wait_for(10s)) << "an open write ends within the wait";
 }
 
 TEST(WriteBehind, AFailedWriteBackReachesTheCallerAndLeavesNothingBehind) {
