@@ -409,7 +409,7 @@ void Relay::wait_out_kafka_pause(Session& s, std::stop_token stop) {
 // written back yet. With no write-back running it runs on the lock session, so that
 // the send after it follows a round trip on the session whose locks make the shards
 // ours; otherwise on the claim session, beside the write-back, which is then that
-// round trip (settle_and_send_next bounds how long ago it may have begun).
+// round trip (a send waits for it once it has run config_.write_behind_limit).
 std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
   std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
   const std::vector<std::int64_t> behind = p.behind.ids();

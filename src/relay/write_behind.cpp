@@ -49,8 +49,27 @@ WriteBehind::WriteBehind(Write write, Written written)
     : write_(std::move(write)), written_(std::move(written)) {}
 
 WriteBehind::~WriteBehind() {
-  if (done_.valid()) {
-    done_.wait();
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  wake_.notify_one();
+  if (worker_.joinable()) {
+    worker_.join();  // after the job it was given, if any
+  }
+}
+
+void WriteBehind::work() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    wake_.wait(lock, [this] { return job_.valid() || quit_; });
+    if (!job_.valid()) {
+      return;
+    }
+    std::packaged_task<BatchOutcome()> job = std::move(job_);
+    lock.unlock();
+    job();  // what write_ throws goes to done_
+    lock.lock();
   }
 }
 
@@ -132,7 +151,16 @@ void WriteBehind::start() {
   running_ = std::make_unique<Settlement>(std::move(*queued_));
   queued_.reset();
   started_ = Clock::now();
-  done_ = std::async(std::launch::async, [this, s = running_.get()] { return write_(*s); });
+  std::packaged_task<BatchOutcome()> job([this, s = running_.get()] { return write_(*s); });
+  done_ = job.get_future();
+  {
+    std::lock_guard lock(mu_);
+    job_ = std::move(job);
+  }
+  wake_.notify_one();
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] { work(); });
+  }
 }
 
 void WriteBehind::collect() {
