@@ -117,9 +117,9 @@ struct RelayMetrics {
 //   follows a round trip on that session that ended or began at most
 //   RelayConfig::write_behind_limit before it.
 // Caveats:
-// - kill -9 (or a lost database session) costs duplicates of the batch in flight:
-//   nothing of it is marked, and the replica that takes the shards publishes those
-//   events again. Nothing is lost.
+// - kill -9 (or a lost database session) costs duplicates of the batch in flight and
+//   of the settled batches not yet written back: nothing of them is marked, and the
+//   replica that takes the shards publishes those events again. Nothing is lost.
 // - Order is by id, not by commit (docs/relay.md); there is none across keys. A
 //   broker that acknowledges a later event after refusing an earlier one of its
 //   key cannot be undone: it is counted in outbox_order_anomalies_total.
