@@ -85,10 +85,7 @@ void WriteBehind::add(Settlement s) {
 }
 
 void WriteBehind::poll() {
-  if (running_ && done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    collect();
-    start();
-  }
+  collect_within(std::chrono::milliseconds(0));
 }
 
 void WriteBehind::wait_unless_younger_than(std::chrono::milliseconds limit) {
@@ -109,12 +106,15 @@ void WriteBehind::finish() {
 }
 
 bool WriteBehind::wait_for(std::chrono::milliseconds limit) {
-  poll();
+  collect_within(limit);
+  return empty();
+}
+
+void WriteBehind::collect_within(std::chrono::milliseconds limit) {
   if (running_ && done_.wait_for(limit) == std::future_status::ready) {
     collect();
     start();
   }
-  return empty();
 }
 
 std::vector<const Settlement*> WriteBehind::not_written() const {

@@ -69,6 +69,8 @@ class WriteBehind {
  private:
   void start();    // writes the queued settlement, if any, on the write-back's thread
   void collect();  // waits for the running write-back, reports its outcome
+  // Collects the running write-back if it ends within `limit`, then starts the next.
+  void collect_within(std::chrono::milliseconds limit);
   std::vector<const Settlement*> not_written() const;  // running, then queued
 
   void work();  // the write-back's thread: runs each job handed over by start()
