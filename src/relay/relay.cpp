@@ -1,5 +1,6 @@
 #include "relay/relay.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -23,6 +24,25 @@ namespace outbox::relay {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A writer whose insert trigger ran just before the relay's <table>_waiting entry was
+// visible sent no NOTIFY, but its commit follows within moments: a claim that begins
+// this long after the entry sees it.
+constexpr std::chrono::milliseconds kCommitRace{50};
+// A registered relay that has not been idle for this long withdraws its entry: under
+// load it claims anyway, and every notifying commit serialises the writers' commits.
+constexpr std::chrono::milliseconds kBusyBeforeWithdraw{100};
+
+// A settlement after which rows may be claimable that no NOTIFY announces: an event it
+// did not deliver (kept back, retried, parked, deferred) waits to be claimed again, and
+// one that resolved a retry or a parked event lets its key's later events through.
+bool frees_rows(const Settlement& settled) {
+  if (settled.delivered.size() != settled.batch.size()) {
+    return true;
+  }
+  return std::any_of(settled.batch.begin(), settled.batch.end(),
+                     [](const OutboxEvent& e) { return e.retry_count > 0 || e.parked || e.held; });
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -310,6 +330,9 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
     while (publisher_->in_flight() || !p.behind.empty()) {
       turn(s, p, stop);
     }
+    if (p.waiting) {  // or every insert notifies until another relay clears the entry
+      s.set_waiting(false);
+    }
   } catch (const std::exception& e) {
     spdlog::warn("writing back the last batches: {}", e.what());
   }
@@ -344,7 +367,12 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
       return;
     }
   }
-  const bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
+  withdraw_when_busy(s, p);
+  bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
+  if (claim && nothing_to_claim(s, p)) {
+    claim = false;
+    p.last_idle = Clock::now();
+  }
   const auto claimed_at = Clock::now();
   // The claim cannot see what the settlements behind have not written yet.
   std::set<std::string> held = p.behind.held_keys();
@@ -373,6 +401,7 @@ void Relay::keep_up(Session& s, Pipeline& p) {
     metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
     metrics_.members.set(shards.live_members());
     p.next_rebalance = now + config_.rebalance_interval;
+    p.claim_needed = true;  // shards may have come, and a claim per rebalance costs little
   }
   if (measure) {
     p.next_backlog = now + config_.backlog_interval;
@@ -416,10 +445,41 @@ std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
   exclude.insert(exclude.end(), behind.begin(), behind.end());
   EventClaims& on = p.behind.empty() ? s.store().claims() : s.claim_session();
   p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
+  p.claim_needed = false;
   const auto start = Clock::now();
   std::vector<OutboxEvent> batch = on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
   metrics_.claim_duration.observe(seconds_since(start));
+  p.last_claim = start;
+  p.last_claim_full = batch.size() >= static_cast<std::size_t>(config_.batch_size);
+  if (batch.empty()) {
+    p.last_idle = Clock::now();
+  }
   return batch;
+}
+
+// Whether a claim now would be provably empty, so the turn skips it: the relay is
+// registered (every commit since notifies), no NOTIFY came since the last claim began,
+// that claim began long enough after the registration to see the commits of writers
+// that raced it, and it did not fill a batch; nothing since may have freed rows (a
+// settlement, a rebalance); no committed row waits for an older transaction (log mode:
+// its end notifies nobody); and the last claim is younger than the poll interval (a
+// retry coming due notifies nobody either). So a quiet relay pays one claim per wake-up.
+bool Relay::nothing_to_claim(Session& s, Pipeline& p) {
+  return p.waiting && !p.claim_needed && !p.last_claim_full &&
+         p.last_claim >= p.waiting_since + kCommitRace &&
+         Clock::now() - p.last_claim < config_.poll_interval &&
+         !s.store().claims().rows_wait_for_older_transaction() &&
+         !s.claim_session().rows_wait_for_older_transaction() && s.notifications() == p.seen;
+}
+
+// The registration stays across wake-ups while the relay is idle now and then (so a
+// quiet relay pays no statements to register and withdraw per event) and is withdrawn
+// once it has claimed something at every turn for kBusyBeforeWithdraw: then it polls.
+void Relay::withdraw_when_busy(Session& s, Pipeline& p) {
+  if (p.waiting && Clock::now() - p.last_idle >= kBusyBeforeWithdraw) {
+    s.set_waiting(false);
+    p.waiting = false;
+  }
 }
 
 void Relay::observe_delivery_lag(const Settlement& settled) {
@@ -452,6 +512,7 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   metrics_.publish_latency.observe(seconds_since(p.in_flight_since));
   observe_delivery_lag(settled);
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
+  p.claim_needed = p.claim_needed || frees_rows(settled);
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
     p.behind.wait_unless_younger_than(config_.write_behind_limit);
@@ -474,10 +535,12 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
 }
 
 // Nothing in flight: sends what was claimed, or waits for work. The insert trigger
-// notifies only while some relay waits, so the relay first says it waits. A writer
-// whose trigger ran just before that was visible sent no NOTIFY, but its commit
-// follows within moments: so after a short wait the next turn claims once more,
-// and only an empty claim after that sleeps until a NOTIFY or the poll interval.
+// notifies only while some relay is registered in <table>_waiting, so an idle relay
+// registers first, and stays registered across wake-ups until it is busy
+// (withdraw_when_busy). A writer whose trigger ran just before the registration was
+// visible sent no NOTIFY, but its commit follows within moments: so the first wait
+// after registering is short and the claim after it is not skipped; later ones sleep
+// until a NOTIFY or the poll interval.
 //
 // Log mode: committed events may wait above the watermark for an older transaction
 // (any on the database) to end, and that end sends no NOTIFY. Then each wait is
@@ -487,42 +550,32 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
 void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                          Clock::time_point claimed_at, std::stop_token stop) {
   using std::chrono::milliseconds;
-  constexpr milliseconds kCommitRace{50};
   constexpr milliseconds kFirstWatermarkPoll{2};
   constexpr milliseconds kLastWatermarkPoll{100};
-  const auto beat_fn = [this] { beat(); };
   const bool behind = next.empty() && s.store().claims().rows_wait_for_older_transaction();
   const milliseconds cap = behind ? p.watermark_poll : config_.poll_interval;
   p.watermark_poll =
       behind ? std::min(p.watermark_poll * 2, kLastWatermarkPoll) : kFirstWatermarkPoll;
   if (!next.empty()) {
-    if (p.waiting) {
-      s.store().set_waiting(false);
-      p.waiting = false;
-    }
     send_batch(p, std::move(next), claimed_at);
-  } else if (!p.waiting) {
-    s.store().set_waiting(true);
-    p.waiting = true;
-    s.wait_for_notify(stop, std::min({config_.poll_interval, kCommitRace, cap}), p.seen, beat_fn);
-    if (stop.stop_requested() || s.notifications() != p.seen) {
-      s.store().set_waiting(false);
-      p.waiting = false;
-    }
-  } else {
-    s.wait_for_notify(stop, std::min(config_.poll_interval, cap), p.seen, beat_fn);
-    if (!behind || stop.stop_requested() || s.notifications() != p.seen) {
-      s.store().set_waiting(false);  // stays registered while it polls the watermark
-      p.waiting = false;
-    }
+    return;
   }
+  milliseconds limit = std::min(config_.poll_interval, cap);
+  if (!p.waiting) {
+    s.set_waiting(true);
+    p.waiting = true;
+    p.waiting_since = Clock::now();
+    limit = std::min(limit, kCommitRace);
+  }
+  s.wait_for_notify(stop, limit, p.seen, [this] { beat(); });
 }
 
-// Nothing in flight, a write-back running: waits a little for it, since the wake-up
-// path (NOTIFY, the waiting list) is on the lock session it occupies. If it is still
-// running after that, the turn claims on the claim session and sends what it finds,
-// so a stalled commit does not stall the relay; the waits double from 10 ms (longer
-// than most commits take, so a quiet relay rarely claims here) up to 100 ms.
+// Nothing in flight, a write-back running: waits a little for it, so that the next
+// claim runs on the lock session (the round trip before a send) and a quiet relay does
+// not claim in a loop meanwhile. If it is still running after that, the turn claims
+// on the claim session and sends what it finds, so a stalled commit does not stall
+// the relay; the waits double from 10 ms (longer than most commits take, so a quiet
+// relay rarely claims here) up to 100 ms.
 void Relay::wait_behind(Pipeline& p) {
   using std::chrono::milliseconds;
   constexpr milliseconds kFirstBehindPoll{10};

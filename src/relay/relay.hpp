@@ -155,7 +155,17 @@ class Relay {
     WriteBehind behind;
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
-    bool waiting = false;    // registered in <table>_waiting, so inserts notify
+    // The wake-up path (docs/relay.md, "Waking up"): registered in <table>_waiting (so
+    // inserts notify) since when, and when a claim last found nothing or was skipped.
+    bool waiting = false;
+    std::chrono::steady_clock::time_point waiting_since;
+    std::chrono::steady_clock::time_point last_idle;
+    // When the last claim began and whether it filled a batch; whether anything since
+    // may have made rows claimable that no NOTIFY announces (a settlement that left an
+    // event undelivered or resolved a retry or parked event, a rebalance, a Kafka pause).
+    std::chrono::steady_clock::time_point last_claim;
+    bool last_claim_full = true;
+    bool claim_needed = true;
     // Nothing in flight, a write-back running: the next wait for it before claiming again.
     std::chrono::milliseconds behind_poll{10};
     // Log mode: the next wait while committed events wait above the watermark.
@@ -173,6 +183,8 @@ class Relay {
   void keep_up(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
   std::vector<OutboxEvent> claim_next(Session& s, Pipeline& p);
+  bool nothing_to_claim(Session& s, Pipeline& p);
+  void withdraw_when_busy(Session& s, Pipeline& p);
   // outbox_delivery_lag_seconds for every event the settlement delivered.
   void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,

@@ -13,24 +13,30 @@ Session::Session(const std::string& dsn, const TableName& table, const TableExpe
       store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order)),
       claim_conn_(dsn),
       claims_(open_claims(claim_conn_, table_, info_, cursor_, per_key_order)),
-      wake_(lock_conn_, table_.notify_channel()) {
+      waiting_(claim_conn_, table_),
+      wake_(claim_conn_, table_.notify_channel()) {
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it.
-  store_->forget_dead_waiters();
+  waiting_.forget_dead();
   shards_.join();
+}
+
+std::uint64_t Session::notifications() {
+  claim_conn_.get_notifs();
+  return wake_.count;
 }
 
 void Session::wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit,
                               std::uint64_t seen, const std::function<void()>& beat) {
   using Clock = std::chrono::steady_clock;
-  lock_conn_.get_notifs();
+  claim_conn_.get_notifs();
   const auto until = Clock::now() + limit;
   while (!stop.stop_requested() && wake_.count == seen && Clock::now() < until) {
     auto slice = std::min<std::chrono::milliseconds>(
         std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()),
         std::chrono::milliseconds(200));
-    lock_conn_.await_notification(0,
-                                  static_cast<long>(std::max<long long>(slice.count(), 1) * 1000));
+    claim_conn_.await_notification(0,
+                                   static_cast<long>(std::max<long long>(slice.count(), 1) * 1000));
     beat();
   }
 }

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -20,9 +19,11 @@
 namespace outbox::relay {
 
 // What lives for one database session of the relay: the lock session (shard and
-// member locks, every write, the wake-up listener, and the claims that no
-// write-back overlaps) and the claim session (claims only, so that a claim can
-// overlap the write-back on the lock session).
+// member locks, every write to the outbox, and the claims that no write-back
+// overlaps) and the claim session (the other claims, so that a claim can overlap
+// the write-back on the lock session, and the wake-up path: the listener and the
+// <table>_waiting entry, which the relay's thread can then use whatever the
+// write-back's thread is doing).
 //
 // Guarantees: constructed means connected, the table checked, listening for the
 // insert trigger's NOTIFY and counted as a member; destroyed means both sessions
@@ -50,8 +51,12 @@ class Session {
   // The claim session: its type offers the claim and nothing else.
   EventClaims& claim_session() { return *claims_; }
 
-  // NOTIFYs received on the lock session so far.
-  std::uint64_t notifications() const { return wake_.count; }
+  // NOTIFYs received on the claim session so far, reading the ones that wait on its
+  // socket first (no round trip).
+  std::uint64_t notifications();
+  // Adds or removes this relay's entry in <table>_waiting: the insert trigger
+  // notifies only while some entry exists.
+  void set_waiting(bool waiting) { waiting_.set(waiting); }
   // Sleeps until more than `seen` NOTIFYs have arrived, `limit` passes or `stop`
   // is requested; calls `beat` at least every 200 ms meanwhile.
   void wait_for_notify(std::stop_token stop, std::chrono::milliseconds limit, std::uint64_t seen,
@@ -65,9 +70,7 @@ class Session {
     WakeUp(pqxx::connection_base& c, const std::string& channel)
         : pqxx::notification_receiver(c, channel) {}
     void operator()(const std::string&, int) override { ++count; }
-    // Atomic: the lock session also serves the write-back's thread, and libpq may hand
-    // over a NOTIFY with any statement's result.
-    std::atomic<std::uint64_t> count = 0;
+    std::uint64_t count = 0;
   };
 
   // Declared in the order of connecting; destroyed in reverse, the lock session last.
@@ -79,6 +82,7 @@ class Session {
   std::unique_ptr<EventStore> store_;
   pqxx::connection claim_conn_;
   std::unique_ptr<EventClaims> claims_;
+  WaitingList waiting_;
   WakeUp wake_;
 };
 

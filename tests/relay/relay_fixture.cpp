@@ -124,6 +124,13 @@ long long OutboxTestTable::count(const std::string& where) {
   return tx.exec("SELECT count(*) FROM " + events() + " WHERE " + where)[0][0].as<long long>();
 }
 
+long long OutboxTestTable::waiting_entries() {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  return tx.exec("SELECT count(*) FROM " + table.quoted_with_suffix("_waiting"))[0][0]
+      .as<long long>();
+}
+
 relay::RelayConfig OutboxTestTable::relay_config(const std::string& bootstrap) const {
   relay::RelayConfig c;
   c.dsn = dsn;

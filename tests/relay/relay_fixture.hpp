@@ -59,6 +59,8 @@ struct OutboxTestTable {
   std::string events() const;
   // Events of events() matching `where`.
   long long count(const std::string& where);
+  // Entries in <table>_waiting: relays registered for the insert trigger's NOTIFY.
+  long long waiting_entries();
   // A relay for this table on the test bed's broker, or on `bootstrap` when given.
   relay::RelayConfig relay_config(const std::string& bootstrap = "") const;
 };

@@ -156,6 +156,52 @@ TEST(Relay, WakesOnNotifyLongBeforeThePollInterval) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
 }
 
+// A quiet relay stays in <table>_waiting across wake-ups and claims once per wake-up:
+// no claim beside the batch in flight, none after its write-back, no statements to
+// register and withdraw per event (before: three claims and two of those per event).
+// The intervals are long, so only NOTIFYs explain quick deliveries.
+TEST(Relay, AQuietRelayStaysRegisteredAndClaimsOncePerWakeUp) {
+  OutboxTestTable t;
+  auto c = t.relay_config();
+  c.poll_interval = 60s;
+  c.rebalance_interval = 60s;
+  c.backlog_interval = 60s;
+  ThreadRelay relay(c);
+  ASSERT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "never went idle";
+  std::this_thread::sleep_for(200ms);  // past the first, short wait after registering
+  const double claims_before = metric(relay, "outbox_claim_seconds_count", t.table.plain());
+  constexpr int kEvents = 20;
+  for (int i = 0; i < kEvents; ++i) {
+    t.insert(1, 1);
+    ASSERT_TRUE(eventually([&] { return t.count("status = 1") == i + 1; }, 5s)) << "event " << i;
+    std::this_thread::sleep_for(20ms);  // its write-back done, the relay idle again
+    EXPECT_EQ(t.waiting_entries(), 1) << "withdrawn after event " << i;
+  }
+  const double claims =
+      metric(relay, "outbox_claim_seconds_count", t.table.plain()) - claims_before;
+  EXPECT_LE(claims, kEvents * 1.5) << "claims for " << kEvents << " events, one per wake-up";
+}
+
+// Under load the relay withdraws (every notifying commit serialises the writers' commits)
+// and polls; idle again, it registers again.
+TEST(Relay, ABusyRelayWithdrawsItsRegistrationAndRegistersAgainWhenIdle) {
+  OutboxTestTable t;
+  auto c = t.relay_config();
+  c.batch_size = 20;  // many turns with something to claim
+  ThreadRelay relay(c);
+  ASSERT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "never went idle";
+  t.insert(5'000, 100);
+  bool withdrawn = false;
+  ASSERT_TRUE(eventually(
+      [&] {
+        withdrawn = withdrawn || (t.waiting_entries() == 0 && t.count("status = 0") > 0);
+        return t.count("status = 0") == 0;
+      },
+      120s));
+  EXPECT_TRUE(withdrawn) << "registered through the whole drain";
+  EXPECT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "idle, not registered";
+}
+
 // Log mode reads only below the oldest open transaction's id; that transaction's end
 // sends no NOTIFY when it wrote no event. The relay must look again by itself, soon,
 // not at the poll interval. (Status mode delivers at once; the test holds in both.)
