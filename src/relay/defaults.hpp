@@ -10,5 +10,6 @@ inline constexpr int kBatchSize = 500;
 inline constexpr std::chrono::milliseconds kPollInterval{2000};
 inline constexpr std::chrono::seconds kStuckAfter{600};
 inline constexpr std::chrono::milliseconds kWriteBehindLimit{250};
+inline constexpr std::chrono::milliseconds kWriteBehindLinger{10};
 
 }  // namespace outbox::relay::defaults

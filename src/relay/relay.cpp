@@ -29,9 +29,13 @@ using Clock = std::chrono::steady_clock;
 // visible sent no NOTIFY, but its commit follows within moments: a claim that begins
 // this long after the entry sees it.
 constexpr std::chrono::milliseconds kCommitRace{50};
-// A registered relay that has not been idle for this long withdraws its entry: under
-// load it claims anyway, and every notifying commit serialises the writers' commits.
+// A registered relay that has not waited for work for this long withdraws its entry, and
+// so does one that received more than kMaxNotifies NOTIFYs in such a window (over 1,000
+// a second): under load it claims anyway, and notifying commits are serialised, which
+// costs the writers (their commit p50 rose from 1.3 to 2.0-3.0 ms at 2,000 events/s
+// with a relay that stayed registered, docs/benchmarks.md).
 constexpr std::chrono::milliseconds kBusyBeforeWithdraw{100};
+constexpr std::uint64_t kMaxNotifies = 100;
 
 // A settlement after which rows may be claimable that no NOTIFY announces: an event it
 // did not deliver (kept back, retried, parked, deferred) waits to be claimed again, and
@@ -255,7 +259,7 @@ void Relay::run(std::stop_token stop) {
             metrics_.write_back_duration.observe(seconds_since(start));
             return outcome;
           },
-          [this](const BatchOutcome& outcome) { record(outcome); });
+          [this](const BatchOutcome& outcome) { record(outcome); }, config_.write_behind_linger);
       pump(session, pipeline, stop);
       drain(session, pipeline, stop);
     } catch (const pqxx::broken_connection& e) {
@@ -345,10 +349,10 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 }
 
 // One turn. Between batches: keep the shard share and the backlog fresh, and
-// respect a Kafka pause. Then claim the next batch while earlier settlements are
-// written back behind it; then either settle the batch in flight and send the next,
-// or, with nothing in flight, send what was claimed or wait for work (after the
-// write-backs: waiting listens on the lock session).
+// respect a Kafka pause. Then claim the next batch (unless that claim is provably
+// empty) while earlier settlements are written back behind it; then either settle the
+// batch in flight and send the next, or, with nothing in flight, send what was claimed
+// or wait for work (until a lingering settlement is due, when there is one).
 //
 // Rebalancing may release shards, so it waits until nothing is in flight or behind:
 // a shard is never handed over with its events still on the way or unmarked. For
@@ -356,8 +360,12 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 // behind.
 void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   p.behind.poll();
-  if (!publisher_->in_flight() && !p.behind.empty()) {
+  if (!publisher_->in_flight() && p.behind.running()) {
     wait_behind(p);
+  }
+  if (p.frees_once_written != 0 && p.behind.written_through() >= p.frees_once_written) {
+    p.claim_needed = true;  // what it freed is visible to claims now
+    p.frees_once_written = 0;
   }
   const bool busy = publisher_->in_flight() || !p.behind.empty();
   if (!busy) {
@@ -371,7 +379,6 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
   if (claim && nothing_to_claim(s, p)) {
     claim = false;
-    p.last_idle = Clock::now();
   }
   const auto claimed_at = Clock::now();
   // The claim cannot see what the settlements behind have not written yet.
@@ -381,9 +388,12 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
     settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
   } else if (!busy) {
     send_or_wait(s, p, std::move(next), claimed_at, stop);
-  } else if (!next.empty()) {  // a write-back still running
+  } else if (!next.empty()) {  // a write-back running or lingering
     p.behind.wait_unless_younger_than(config_.write_behind_limit);
     send_batch(p, std::move(next), claimed_at, held);
+  } else if (!p.behind.running()) {
+    // A settlement lingers for others to join it: wait for work until it is due.
+    wait_for_work(s, p, p.behind.linger_left(), stop);
   }  // else the next turn waits for the write-back again
 }
 
@@ -451,9 +461,6 @@ std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
   metrics_.claim_duration.observe(seconds_since(start));
   p.last_claim = start;
   p.last_claim_full = batch.size() >= static_cast<std::size_t>(config_.batch_size);
-  if (batch.empty()) {
-    p.last_idle = Clock::now();
-  }
   return batch;
 }
 
@@ -472,11 +479,23 @@ bool Relay::nothing_to_claim(Session& s, Pipeline& p) {
          !s.claim_session().rows_wait_for_older_transaction() && s.notifications() == p.seen;
 }
 
-// The registration stays across wake-ups while the relay is idle now and then (so a
-// quiet relay pays no statements to register and withdraw per event) and is withdrawn
-// once it has claimed something at every turn for kBusyBeforeWithdraw: then it polls.
+// The registration stays across wake-ups while the relay waits for work now and then
+// (so a quiet relay pays no statements to register and withdraw per event), and is
+// withdrawn once it has not waited for kBusyBeforeWithdraw, or NOTIFYs come faster
+// than kMaxNotifies in that time: then it polls, and nobody notifies.
 void Relay::withdraw_when_busy(Session& s, Pipeline& p) {
-  if (p.waiting && Clock::now() - p.last_idle >= kBusyBeforeWithdraw) {
+  if (!p.waiting) {
+    return;
+  }
+  const auto now = Clock::now();
+  bool withdraw = now - p.last_idle >= kBusyBeforeWithdraw;
+  if (!withdraw && now - p.window_start >= kBusyBeforeWithdraw) {
+    const std::uint64_t received = s.notifications();
+    withdraw = received - p.window_notifications > kMaxNotifies;
+    p.window_start = now;
+    p.window_notifications = received;
+  }
+  if (withdraw) {
     s.set_waiting(false);
     p.waiting = false;
   }
@@ -512,7 +531,7 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   metrics_.publish_latency.observe(seconds_since(p.in_flight_since));
   observe_delivery_lag(settled);
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
-  p.claim_needed = p.claim_needed || frees_rows(settled);
+  const bool frees = frees_rows(settled);
   const bool reachable = !settled.outcome.kafka_unreachable;
   if (reachable && !next.empty()) {
     p.behind.wait_unless_younger_than(config_.write_behind_limit);
@@ -522,6 +541,9 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   }
   const std::size_t deferred = settled.outcome.deferred;
   p.behind.add(std::move(settled));
+  if (frees) {
+    p.frees_once_written = p.behind.added();
+  }
   if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
     p.behind.finish();
@@ -560,14 +582,23 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
     send_batch(p, std::move(next), claimed_at);
     return;
   }
-  milliseconds limit = std::min(config_.poll_interval, cap);
+  wait_for_work(s, p, std::min(config_.poll_interval, cap), stop);
+}
+
+// Waits for a NOTIFY at most `limit`, registered in <table>_waiting (registering first,
+// then the first wait is short: the commit race above).
+void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
+                          std::stop_token stop) {
   if (!p.waiting) {
     s.set_waiting(true);
     p.waiting = true;
     p.waiting_since = Clock::now();
+    p.window_start = p.waiting_since;
+    p.window_notifications = s.notifications();
     limit = std::min(limit, kCommitRace);
   }
   s.wait_for_notify(stop, limit, p.seen, [this] { beat(); });
+  p.last_idle = Clock::now();
 }
 
 // Nothing in flight, a write-back running: waits a little for it, so that the next

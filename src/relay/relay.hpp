@@ -41,6 +41,10 @@ struct RelayConfig {
   // waits for that write-back, so a replica whose lock session is lost stops sending
   // within about this long (the fencing bound; docs/relay.md).
   std::chrono::milliseconds write_behind_limit = defaults::kWriteBehindLimit;
+  // How long a settled batch may wait, while the next is in flight, for more to be
+  // written back with it in one statement (fewer statements per event; the fencing
+  // bound grows by as much).
+  std::chrono::milliseconds write_behind_linger = defaults::kWriteBehindLinger;
   std::string identity;  // for logs; defaults to process_identity()
   // Labels every series carries beside `table`: in a pod the operator started, the
   // OutboxRelay's `namespace` and name (`outboxrelay`), so that a scrape without the
@@ -115,7 +119,7 @@ struct RelayMetrics {
 // - A write-back runs on the session that holds the shard locks, so a replica that
 //   lost its shards can never mark their rows (the fencing check), and a send
 //   follows a round trip on that session that ended or began at most
-//   RelayConfig::write_behind_limit before it.
+//   RelayConfig::write_behind_limit plus write_behind_linger before it.
 // Caveats:
 // - kill -9 (or a lost database session) costs duplicates of the batch in flight and
 //   of the settled batches not yet written back: nothing of them is marked, and the
@@ -149,23 +153,30 @@ class Relay {
  private:
   // What one session's loop carries from turn to turn.
   struct Pipeline {
-    Pipeline(WriteBehind::Write write, WriteBehind::Written written)
-        : behind(std::move(write), std::move(written)) {}
+    Pipeline(WriteBehind::Write write, WriteBehind::Written written,
+             std::chrono::milliseconds linger)
+        : behind(std::move(write), std::move(written), linger) {}
     // The settled batches, written back on the lock session behind the sends.
     WriteBehind behind;
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
     // The wake-up path (docs/relay.md, "Waking up"): registered in <table>_waiting (so
-    // inserts notify) since when, and when a claim last found nothing or was skipped.
+    // inserts notify) since when; when the relay last waited for work; the NOTIFYs
+    // received by the start of the current 100 ms window.
     bool waiting = false;
     std::chrono::steady_clock::time_point waiting_since;
     std::chrono::steady_clock::time_point last_idle;
+    std::chrono::steady_clock::time_point window_start;
+    std::uint64_t window_notifications = 0;
     // When the last claim began and whether it filled a batch; whether anything since
-    // may have made rows claimable that no NOTIFY announces (a settlement that left an
-    // event undelivered or resolved a retry or parked event, a rebalance, a Kafka pause).
+    // may have made rows claimable that no NOTIFY announces (the write-back of a
+    // settlement that left an event undelivered or resolved a retry or parked event, a
+    // rebalance).
     std::chrono::steady_clock::time_point last_claim;
     bool last_claim_full = true;
     bool claim_needed = true;
+    // The last settlement that frees rows (WriteBehind::added() after it), until written.
+    std::uint64_t frees_once_written = 0;
     // Nothing in flight, a write-back running: the next wait for it before claiming again.
     std::chrono::milliseconds behind_poll{10};
     // Log mode: the next wait while committed events wait above the watermark.
@@ -192,6 +203,8 @@ class Relay {
                             std::chrono::steady_clock::time_point claimed_at);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
+  void wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
+                     std::stop_token stop);
   void wait_behind(Pipeline& p);
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
                   std::chrono::steady_clock::time_point claimed_at,

@@ -1,5 +1,6 @@
 #include "relay/write_behind.hpp"
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -45,8 +46,8 @@ void merge(Settlement& into, Settlement from) {
 
 }  // namespace
 
-WriteBehind::WriteBehind(Write write, Written written)
-    : write_(std::move(write)), written_(std::move(written)) {}
+WriteBehind::WriteBehind(Write write, Written written, std::chrono::milliseconds linger)
+    : write_(std::move(write)), written_(std::move(written)), linger_(linger) {}
 
 WriteBehind::~WriteBehind() {
   {
@@ -74,18 +75,23 @@ void WriteBehind::work() {
 }
 
 void WriteBehind::add(Settlement s) {
+  ++added_;
   if (queued_) {
     merge(*queued_, std::move(s));
   } else {
     queued_ = std::move(s);
+    queued_since_ = Clock::now();
   }
-  if (!running_) {
+  if (!running_ && linger_.count() == 0) {
     start();
   }
 }
 
 void WriteBehind::poll() {
   collect_within(std::chrono::milliseconds(0));
+  if (!running_ && queued_ && Clock::now() - queued_since_ >= linger_) {
+    start();
+  }
 }
 
 void WriteBehind::wait_unless_younger_than(std::chrono::milliseconds limit) {
@@ -106,6 +112,9 @@ void WriteBehind::finish() {
 }
 
 bool WriteBehind::wait_for(std::chrono::milliseconds limit) {
+  if (!running_) {
+    start();  // the caller waits for it: nothing to linger for
+  }
   collect_within(limit);
   return empty();
 }
@@ -115,6 +124,14 @@ void WriteBehind::collect_within(std::chrono::milliseconds limit) {
     collect();
     start();
   }
+}
+
+std::chrono::milliseconds WriteBehind::linger_left() const {
+  if (!queued_) {
+    return std::chrono::milliseconds(0);
+  }
+  const auto left = queued_since_ + linger_ - Clock::now();
+  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(left));
 }
 
 std::vector<const Settlement*> WriteBehind::not_written() const {
@@ -150,6 +167,7 @@ void WriteBehind::start() {
   }
   running_ = std::make_unique<Settlement>(std::move(*queued_));
   queued_.reset();
+  running_through_ = added_;
   started_ = Clock::now();
   std::packaged_task<BatchOutcome()> job([this, s = running_.get()] { return write_(*s); });
   done_ = job.get_future();
@@ -168,6 +186,7 @@ void WriteBehind::collect() {
   // write-back leaves its events pending: they are published again).
   std::unique_ptr<Settlement> written = std::move(running_);
   const BatchOutcome outcome = done_.get();
+  written_through_ = running_through_;
   written_(outcome);
 }
 

@@ -182,6 +182,35 @@ TEST(Relay, AQuietRelayStaysRegisteredAndClaimsOncePerWakeUp) {
   EXPECT_LE(claims, kEvents * 1.5) << "claims for " << kEvents << " events, one per wake-up";
 }
 
+// An event kept back from a batch (its key went to another topic in that batch) is
+// claimed again once the batch is written back, with no NOTIFY and long before the poll
+// interval: a quiet relay that skips claims nobody announced must not skip that one.
+TEST(Relay, AKeptBackEventGoesOutRightAfterItsBatchWithoutWaitingForAPoll) {
+  OutboxTestTable t;
+  const std::string other = t.topic + "-other";
+  testing::TopicAdmin admin(testbed::kafka_bootstrap());
+  admin.create(t.topic, 1, 1, {});
+  admin.create(other, 1, 1, {});
+  auto c = t.relay_config();
+  c.poll_interval = 60s;
+  c.rebalance_interval = 60s;
+  c.backlog_interval = 60s;
+  c.publish.router = relay::TopicRouter(t.topic, {{"moved", other}});
+  ThreadRelay relay(c);
+  ASSERT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "never went idle";
+  std::this_thread::sleep_for(200ms);  // past the first, short wait after registering
+  {
+    pqxx::connection conn(t.dsn);
+    pqxx::work tx(conn);
+    enqueue(tx, t.table, "order", "k", R"({"seq": 0})");
+    enqueue(tx, t.table, "moved", "k", R"({"seq": 1})");  // kept back: another topic
+    tx.commit();
+  }
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 2; }, 30s));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "waited for a poll";
+}
+
 // Under load the relay withdraws (every notifying commit serialises the writers' commits)
 // and polls; idle again, it registers again.
 TEST(Relay, ABusyRelayWithdrawsItsRegistrationAndRegistersAgainWhenIdle) {

@@ -111,5 +111,32 @@ TEST(WriteBehind, AFailedWriteBackReachesTheCallerAndLeavesNothingBehind) {
   EXPECT_TRUE(behind.ids().empty()) << "its events are claimed again, not excluded forever";
 }
 
+// With a linger, a settlement added while no write-back runs waits for others to join
+// it, up to the linger, unless the caller waits for it (then it starts at once).
+TEST(WriteBehind, WithALingerSettlementsAddedCloseTogetherAreWrittenInOneWrite) {
+  GatedWrite write;
+  write.open.set_value();
+  WriteBehind behind(
+      write.fn(), [](const BatchOutcome&) {}, 200ms);
+  behind.add(settled({1}, {}));
+  behind.add(settled({2}, {}));
+  behind.poll();
+  EXPECT_EQ(write.started, 0) << "started within the linger";
+  EXPECT_EQ(behind.ids(), (std::vector<std::int64_t>{1, 2})) << "out of claims meanwhile";
+  std::this_thread::sleep_for(250ms);
+  behind.poll();  // the queue is older than the linger: it starts
+  EXPECT_TRUE(behind.wait_for(5s));
+  ASSERT_EQ(write.written_ids.size(), 1u);
+  EXPECT_EQ(write.written_ids[0], (std::vector<std::int64_t>{1, 2}));
+
+  WriteBehind waited(
+      write.fn(), [](const BatchOutcome&) {}, 60s);
+  waited.add(settled({3}, {}));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(waited.wait_for(5s)) << "a caller that waits does not wait out the linger";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(write.written_ids.size(), 2u);
+}
+
 }  // namespace
 }  // namespace outbox::relay
