@@ -359,14 +359,7 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 // the same reason claims stop once a rebalance is due while anything is in flight or
 // behind.
 void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
-  p.behind.poll();
-  if (!publisher_->in_flight() && p.behind.running()) {
-    wait_behind(p);
-  }
-  if (p.frees_once_written != 0 && p.behind.written_through() >= p.frees_once_written) {
-    p.claim_needed = true;  // what it freed is visible to claims now
-    p.frees_once_written = 0;
-  }
+  catch_up_behind(p);
   const bool busy = publisher_->in_flight() || !p.behind.empty();
   if (!busy) {
     keep_up(s, p);
@@ -395,6 +388,19 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
     // A settlement lingers for others to join it: wait for work until it is due.
     wait_for_work(s, p, p.behind.linger_left(), stop);
   }  // else the next turn waits for the write-back again
+}
+
+// Collects the write-backs that ended (with nothing in flight, waits a little for a
+// running one), and re-enables the claim once a settlement that freed rows is written.
+void Relay::catch_up_behind(Pipeline& p) {
+  p.behind.poll();
+  if (!publisher_->in_flight() && p.behind.running()) {
+    wait_behind(p);
+  }
+  if (p.frees_once_written != 0 && p.behind.written_through() >= p.frees_once_written) {
+    p.claim_needed = true;  // what it freed is visible to claims now
+    p.frees_once_written = 0;
+  }
 }
 
 // Rebalances when due (only called with nothing in flight) and measures the backlog.

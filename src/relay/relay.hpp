@@ -191,6 +191,7 @@ class Relay {
   void pump(Session& s, Pipeline& p, std::stop_token stop);
   void drain(Session& s, Pipeline& p, std::stop_token stop);
   void turn(Session& s, Pipeline& p, std::stop_token stop);
+  void catch_up_behind(Pipeline& p);
   void keep_up(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
   std::vector<OutboxEvent> claim_next(Session& s, Pipeline& p);
