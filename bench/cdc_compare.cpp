@@ -65,7 +65,14 @@ struct Options {
   double latency_warmup_seconds = 10;
   int writers = 8;
   std::vector<std::string> connector_properties;  // extra key=value lines for the connector
+  std::vector<std::string> relay_flags;           // extra flags for both relay systems
+  // Set up by main: every relayer connects as kRelayerRole, so pg_stat_statements (when the
+  // server preloads it) counts the relayer's statements apart from the writers'.
+  std::string relayer_dsn;
+  bool count_statements = false;
 };
+
+constexpr const char* kRelayerRole = "cdc_compare_relayer";
 
 std::string fmt(double v, int decimals = 0) {
   if (std::isnan(v)) {
@@ -191,6 +198,22 @@ std::map<std::string, std::string> parse_dsn(const std::string& dsn) {
   return out;
 }
 
+// A key=value conninfo of `fields`, each value quoted as libpq reads it.
+std::string conninfo(const std::map<std::string, std::string>& fields) {
+  std::string out;
+  for (const auto& [k, v] : fields) {
+    out += (out.empty() ? "" : " ") + k + "='";
+    for (char ch : v) {
+      if (ch == '\'' || ch == '\\') {
+        out.push_back('\\');
+      }
+      out.push_back(ch);
+    }
+    out.push_back('\'');
+  }
+  return out;
+}
+
 void write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
   {
     std::ofstream out(path, std::ios::trunc);
@@ -225,7 +248,7 @@ struct Result {
 void write_connect_config(const Options& o, const std::string& dir, const TableName& table,
                           const std::string& topic_prefix, const std::string& slot,
                           const std::string& publication) {
-  const auto db = parse_dsn(o.dsn);
+  const auto db = parse_dsn(o.relayer_dsn);
   auto get = [&](const char* k, const std::string& dflt) {
     auto it = db.find(k);
     return it == db.end() || it->second.empty() ? dflt : it->second;
@@ -299,15 +322,17 @@ std::unique_ptr<testbed::ChildProcess> start_relay(const Options& o, const Table
                                                    const std::string& topic_prefix,
                                                    const std::string& log,
                                                    unsigned short port = 0) {
-  // Default settings but for where to read and publish; the DSN in the environment.
+  // Default settings but for where to read and publish (and --relay-flag); the DSN in the
+  // environment.
   std::vector<std::string> args = {o.binary,
                                    "relay",
                                    "--table=" + table.plain(),
                                    "--brokers=" + o.brokers,
                                    "--topic=" + topic_prefix + ".{biz_type}",
                                    "--listen=127.0.0.1:" + std::to_string(port)};
+  args.insert(args.end(), o.relay_flags.begin(), o.relay_flags.end());
   return std::make_unique<testbed::ChildProcess>(
-      args, std::map<std::string, std::string>{{"OUTBOX_DSN", o.dsn}}, log);
+      args, std::map<std::string, std::string>{{"OUTBOX_DSN", o.relayer_dsn}}, log);
 }
 
 void drop_slot(pqxx::connection& conn, const std::string& slot) {
@@ -561,7 +586,8 @@ struct Latency {
   double pg_cpu = NAN;       // PostgreSQL CPU in the window, all processes
   double writers_cpu = NAN;  // of which the writers' own backends
   double relayer_cpu = NAN;
-  long long wal = 0;  // WAL in the window
+  double statements = NAN;  // the relayer's, in the window (pg_stat_statements)
+  long long wal = 0;        // WAL in the window
   long relayer_hwm_kb = -1;
   // Where the time goes. The writers' own transactions, begin to commit returned (created_at
   // is their start, so the relay's lag below includes them). The relay's histograms over the
@@ -751,6 +777,10 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
     pace(Clock::now(), static_cast<long long>(o.rate * o.latency_warmup_seconds), false);
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  const std::string relayer_statements =
+      std::string("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE userid = '") +
+      kRelayerRole + "'::regrole";
+  const double statements0 = o.count_statements ? std::stod(sql1(conn, relayer_statements)) : NAN;
   const std::string lsn0 = current_lsn(conn);
   const double pg0 = postgres_cpu(o.postmaster_pid);
   const double w0 = processes_cpu(wpids);
@@ -764,6 +794,9 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   r.writers_cpu = processes_cpu(wpids) - w0;
   r.relayer_cpu = process_cpu(pid) - rel0;
   r.wal = wal_diff(conn, current_lsn(conn), lsn0);
+  if (o.count_statements) {
+    r.statements = std::stod(sql1(conn, relayer_statements)) - statements0;
+  }
   for (auto until = Clock::now() + std::chrono::seconds(30);
        arrivals < total && Clock::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -853,6 +886,8 @@ void print_latency(const std::vector<Latency>& ls) {
        [](const Latency& l) { return (l.pg_cpu - l.writers_cpu) * 60 / l.window; }, 1},
       {"relayer process CPU (s per minute)",
        [](const Latency& l) { return l.relayer_cpu * 60 / l.window; }, 1},
+      {"relayer's statements per event (pg_stat_statements)",
+       [](const Latency& l) { return l.statements / static_cast<double>(l.events); }, 2},
       {"WAL per event, inserts included (bytes)",
        [](const Latency& l) { return static_cast<double>(l.wal) / static_cast<double>(l.events); },
        0},
@@ -909,7 +944,7 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
-int run(const Options& o) {
+int run(Options o) {
   std::vector<std::string> systems;
   std::stringstream ss(o.systems);
   for (std::string s; std::getline(ss, s, ',');) {
@@ -933,6 +968,29 @@ int run(const Options& o) {
          "; postmaster pid " + std::to_string(o.postmaster_pid));
     if (sql1(conn, "SHOW wal_level") != "logical") {
       throw std::runtime_error("Debezium needs wal_level = logical");
+    }
+    // The relayers' own role (superuser, as the test bed's), with a fresh password.
+    const std::string password = sql1(conn, "SELECT md5(random()::text)");
+    const bool exists = sql1(conn, std::string("SELECT count(*) FROM pg_roles WHERE rolname = '") +
+                                       kRelayerRole + "'") != "0";
+    {
+      pqxx::nontransaction tx(conn);
+      const std::string role = tx.quote_name(kRelayerRole);
+      tx.exec((exists ? "ALTER ROLE " : "CREATE ROLE ") + role + " LOGIN SUPERUSER PASSWORD " +
+              tx.quote(password));
+    }
+    auto fields = parse_dsn(o.dsn);
+    fields["user"] = kRelayerRole;
+    fields["password"] = password;
+    o.relayer_dsn = conninfo(fields);
+    try {
+      pqxx::nontransaction(conn).exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+      pqxx::nontransaction(conn).exec("SELECT count(*) FROM pg_stat_statements");
+      o.count_statements = true;
+    } catch (const std::exception&) {
+      note(
+          "pg_stat_statements is not preloaded on this server: no statements per event "
+          "(bench/lib.sh starts its test bed with it)");
     }
     // Slots of an earlier run that was killed before it could drop them hold WAL
     // back for ever: drop them (inactive ones only; one run per test bed at a time).
@@ -1009,6 +1067,9 @@ int main(int argc, char** argv) {
   app.add_option("--connector-property", o.connector_properties,
                  "key=value added to Debezium's connector settings (repeatable), e.g. "
                  "poll.interval.ms=10");
+  app.add_option("--relay-flag", o.relay_flags,
+                 "a flag added to both relays' command lines (repeatable), e.g. "
+                 "--relay-flag=--coalesce-window=200ms");
   app.add_option("--timeout", o.timeout_seconds, "seconds a drain may take")->capture_default_str();
   app.add_option("--log-dir", o.log_dir, "where the relayers' logs and configs go")
       ->capture_default_str();

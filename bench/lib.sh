@@ -16,7 +16,9 @@ bench_testbed() {
   [ -f "$TESTBED_STATE/env" ] && was_up=1
   echo "== test bed ($TESTBED_STATE)" >&2
   # up.sh names the failing service and its log; stop here rather than source "".
-  if ! env_file=$("$repo/scripts/testbed/up.sh" pg kafka | tail -n1) || [ ! -f "$env_file" ]; then
+  # pg_stat_statements preloaded (a bed started by these scripts): statements per event.
+  if ! env_file=$(TESTBED_PG_STATEMENTS=1 "$repo/scripts/testbed/up.sh" pg kafka | tail -n1) ||
+    [ ! -f "$env_file" ]; then
     echo "$1: the test bed did not start (see the messages above); nothing was measured" >&2
     exit 1
   fi

@@ -359,7 +359,7 @@ double run_writer_ceiling(const Options& o, const std::string& id, Notify notify
   if (notify == Notify::kTriggerOff) {
     pqxx::nontransaction(side).exec("ALTER TABLE " + t.name().quoted() + " DISABLE TRIGGER USER");
   } else if (notify == Notify::kEveryCommit) {
-    OutboxStore(side, t.name()).set_waiting(true);  // as an idle relay would
+    WaitingList(side, t.name()).set(true);  // as an idle relay would
   }
   std::atomic<long long> commits{0};
   std::atomic<bool> stop{false};

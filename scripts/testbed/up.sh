@@ -61,6 +61,10 @@ max_connections = 200
 password_encryption = scram-sha-256
 wal_level = logical
 EOC
+  # Benchmarks count each relayer's statements with pg_stat_statements (bench/lib.sh asks).
+  if [ "${TESTBED_PG_STATEMENTS:-0}" = 1 ]; then
+    echo "shared_preload_libraries = 'pg_stat_statements'" >>"$pgroot/data/postgresql.conf"
+  fi
   # Trust only the unix socket (root's admin work); TCP needs the password.
   cat >"$pgroot/data/pg_hba.conf" <<'EOC'
 local all         all                 trust

@@ -1,4 +1,5 @@
 #include <iostream>
+#include <stdexcept>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@ struct RelayOptions {
   PublishOptions publish;
   int batch_size = relay::defaults::kBatchSize;
   std::string poll_interval = format_duration(relay::defaults::kPollInterval);
+  std::string coalesce_window = format_duration(relay::defaults::kCoalesceWindow);
   std::string stuck_after = format_duration(relay::defaults::kStuckAfter);
   std::string listen = kDefaultListen;
   std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
@@ -40,6 +42,10 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   cmd.add_option("--poll-interval", o.poll_interval, "fallback poll when no NOTIFY arrives")
+      ->capture_default_str();
+  cmd.add_option("--coalesce-window", o.coalesce_window,
+                 "after a claim that found events, wait this long before the next one, so that "
+                 "trickling commits share a claim and a write-back (0: claim on every wake-up)")
       ->capture_default_str();
   cmd.add_option("--stuck-after", o.stuck_after, "pending age counted as stuck")
       ->capture_default_str();
@@ -67,6 +73,11 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.publish = o.publish.policy();
   c.batch_size = o.batch_size;
   c.poll_interval = parse_duration(o.poll_interval);
+  c.coalesce_window = parse_duration(o.coalesce_window);
+  if (c.coalesce_window > relay::defaults::kMaxCoalesceWindow) {
+    throw std::invalid_argument("--coalesce-window must be at most " +
+                                format_duration(relay::defaults::kMaxCoalesceWindow));
+  }
   c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.stuck_after));
   // The resource the operator started this pod for also labels the metrics; the pod's name
   // (the log's `replica`) does not: Prometheus adds it as `pod`.

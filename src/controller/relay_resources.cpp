@@ -722,6 +722,10 @@ std::vector<std::string> relay_args(const Json& relay) {
       flag("poll-interval",
            value_at<std::string>(spec, "/relay/pollInterval",
                                  format_duration(outbox::relay::defaults::kPollInterval))));
+  args.push_back(
+      flag("coalesce-window",
+           value_at<std::string>(spec, "/relay/coalesceWindow",
+                                 format_duration(outbox::relay::defaults::kCoalesceWindow))));
   args.push_back(flag(
       "stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter",
                                            format_duration(outbox::relay::defaults::kStuckAfter))));

@@ -175,8 +175,7 @@ LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
       table_(std::move(table)),
       partition_xids_(partition_xids),
       cursor_(cursor),
-      claims_(conn, table_, shard_count, cursor, options),
-      waiting_(conn, table_) {
+      claims_(conn, table_, shard_count, cursor, options) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
                              kFailed + " ELSE " + kPending + " END";

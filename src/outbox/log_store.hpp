@@ -81,8 +81,6 @@ class LogStore : public EventStore {
                   const std::vector<RetryDecision>& decisions, bool delete_on_sent) override;
   void unclaim(const std::vector<OutboxEvent>& batch) override;
   void maintain(const std::vector<int>& owned) override;
-  void set_waiting(bool waiting) override { waiting_.set(waiting); }
-  void forget_dead_waiters() override { waiting_.forget_dead(); }
   Backlog backlog(std::chrono::seconds stuck_after) override;
   TableHealth health() override { return table_health(conn_, table_, true); }
 
@@ -92,7 +90,6 @@ class LogStore : public EventStore {
   std::int64_t partition_xids_;
   LogCursor& cursor_;
   LogClaims claims_;
-  WaitingList waiting_;
   std::string write_back_sql_;
   std::string write_back_statement_;  // write_back_sql_'s prepared name
 };

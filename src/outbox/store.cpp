@@ -65,24 +65,13 @@ void WaitingList::forget_dead() {
 }
 
 OutboxStore::OutboxStore(pqxx::connection& conn, TableName table, const ClaimOptions& options)
-    : conn_(conn),
-      table_(std::move(table)),
-      claims_(conn, table_, options),
-      waiting_(conn, table_) {
+    : conn_(conn), table_(std::move(table)), claims_(conn, table_, options) {
   const std::string q = table_.quoted();
   mark_sql_ = "UPDATE " + q + " SET status = " + kSent +
               ", sent_at = now(), updated_at = now(), last_error = NULL "
               "WHERE id = ANY($1::bigint[]) AND status = " +
               kPending;
   delete_sql_ = "DELETE FROM " + q + " WHERE id = ANY($1::bigint[]) AND status = " + kPending;
-}
-
-void OutboxStore::set_waiting(bool waiting) {
-  waiting_.set(waiting);
-}
-
-void OutboxStore::forget_dead_waiters() {
-  waiting_.forget_dead();
 }
 
 void OutboxStore::write_back(const std::vector<OutboxEvent>& /*batch*/,

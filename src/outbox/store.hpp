@@ -96,13 +96,6 @@ class EventStore {
   // Between batches (nothing in flight): log mode records how far idle shards have
   // been read and makes partitions ahead. Status mode: nothing to do.
   virtual void maintain(const std::vector<int>& /*owned*/) {}
-  // Tells the insert trigger whether this session waits for a NOTIFY (schema v2:
-  // the trigger notifies only while someone waits). One primary-key write: it
-  // sits on the wake-up path.
-  virtual void set_waiting(bool waiting) = 0;
-  // Drops the entries of sessions that no longer exist (a killed relay's), which
-  // would otherwise make every insert notify.
-  virtual void forget_dead_waiters() = 0;
   // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
   virtual Backlog backlog(std::chrono::seconds stuck_after) = 0;
   // Signals of a polling queue heading for trouble: dead tuples, the oldest open
@@ -130,7 +123,12 @@ std::string payload_column(const std::string& a, bool bytes);
 class WaitingList {
  public:
   WaitingList(pqxx::connection& conn, const TableName& table);
+  // Tells the insert trigger whether this session waits for a NOTIFY (schema v2: the
+  // trigger notifies only while someone waits). One primary-key write: it sits on the
+  // wake-up path.
   void set(bool waiting);
+  // Drops the entries of sessions that no longer exist (a killed relay's), which would
+  // otherwise make every insert notify.
   void forget_dead();
 
  private:
@@ -190,8 +188,6 @@ class OutboxStore : public EventStore {
   // Records failed deliveries: retry_count + 1 with a backoff, or FAILED.
   void record_failures(const std::vector<RetryDecision>& decisions);
 
-  void set_waiting(bool waiting) override;
-  void forget_dead_waiters() override;
   Backlog backlog(std::chrono::seconds stuck_after) override;
   TableHealth health() override;
 
@@ -201,7 +197,6 @@ class OutboxStore : public EventStore {
   pqxx::connection& conn_;
   TableName table_;
   ClaimQueries claims_;
-  WaitingList waiting_;
   std::string mark_sql_;
   std::string delete_sql_;
 };

@@ -11,5 +11,8 @@ inline constexpr std::chrono::milliseconds kPollInterval{2000};
 inline constexpr std::chrono::seconds kStuckAfter{600};
 inline constexpr std::chrono::milliseconds kWriteBehindLimit{250};
 inline constexpr std::chrono::milliseconds kWriteBehindLinger{10};
+// 0: every wake-up claims at once (lowest latency); spec.relay.coalesceWindow.
+inline constexpr std::chrono::milliseconds kCoalesceWindow{0};
+inline constexpr std::chrono::milliseconds kMaxCoalesceWindow{10'000};
 
 }  // namespace outbox::relay::defaults

@@ -32,7 +32,7 @@ constexpr std::chrono::milliseconds kCommitRace{50};
 // A registered relay that has not waited for work for this long withdraws its entry, and
 // so does one that received more than kMaxNotifies NOTIFYs in such a window (over 1,000
 // a second): under load it claims anyway, and notifying commits are serialised, which
-// costs the writers (their commit p50 rose from 1.3 to 2.0-3.0 ms at 2,000 events/s
+// costs the writers (their commit p50 rose from 1.2-1.5 to 2.0-3.0 ms at 2,000 events/s
 // with a relay that stayed registered, docs/benchmarks.md).
 constexpr std::chrono::milliseconds kBusyBeforeWithdraw{100};
 constexpr std::uint64_t kMaxNotifies = 100;
@@ -350,9 +350,10 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 
 // One turn. Between batches: keep the shard share and the backlog fresh, and
 // respect a Kafka pause. Then claim the next batch (unless that claim is provably
-// empty) while earlier settlements are written back behind it; then either settle the
-// batch in flight and send the next, or, with nothing in flight, send what was claimed
-// or wait for work (until a lingering settlement is due, when there is one).
+// empty, or held for the coalesce window) while earlier settlements are written back
+// behind it; then either settle the batch in flight and send the next, or, with nothing
+// in flight, send what was claimed or wait for work (until a lingering settlement is
+// due, when there is one).
 //
 // Rebalancing may release shards, so it waits until nothing is in flight or behind:
 // a shard is never handed over with its events still on the way or unmarked. For
@@ -370,7 +371,7 @@ void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   }
   withdraw_when_busy(s, p);
   bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
-  if (claim && nothing_to_claim(s, p)) {
+  if (claim && (Clock::now() < p.hold_until || nothing_to_claim(s, p))) {
     claim = false;
   }
   const auto claimed_at = Clock::now();
@@ -413,11 +414,11 @@ void Relay::keep_up(Session& s, Pipeline& p) {
     if (shards.rebalance()) {
       spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
                    shards.owned().size(), shards.shard_count(), shards.live_members());
+      p.claim_needed = true;  // shards came: their rows notified nobody that is waiting here
     }
     metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
     metrics_.members.set(shards.live_members());
     p.next_rebalance = now + config_.rebalance_interval;
-    p.claim_needed = true;  // shards may have come, and a claim per rebalance costs little
   }
   if (measure) {
     p.next_backlog = now + config_.backlog_interval;
@@ -467,6 +468,10 @@ std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
   metrics_.claim_duration.observe(seconds_since(start));
   p.last_claim = start;
   p.last_claim_full = batch.size() >= static_cast<std::size_t>(config_.batch_size);
+  // Coalescing: events came, so more are likely to follow; the next claim waits for the
+  // window to end (not after a full batch: a backlog drains at full speed).
+  p.hold_until =
+      batch.empty() || p.last_claim_full ? Clock::time_point{} : start + config_.coalesce_window;
   return batch;
 }
 
@@ -474,8 +479,8 @@ std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
 // registered (every commit since notifies), no NOTIFY came since the last claim began,
 // that claim began long enough after the registration to see the commits of writers
 // that raced it, and it did not fill a batch; nothing since may have freed rows (a
-// settlement, a rebalance); no committed row waits for an older transaction (log mode:
-// its end notifies nobody); and the last claim is younger than the poll interval (a
+// settlement, a rebalance that brought shards); no committed row waits for an older transaction
+// (log mode: its end notifies nobody); and the last claim is younger than the poll interval (a
 // retry coming due notifies nobody either). So a quiet relay pays one claim per wake-up.
 bool Relay::nothing_to_claim(Session& s, Pipeline& p) {
   return p.waiting && !p.claim_needed && !p.last_claim_full &&
@@ -592,9 +597,16 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
 }
 
 // Waits for a NOTIFY at most `limit`, registered in <table>_waiting (registering first,
-// then the first wait is short: the commit race above).
+// then the first wait is short: the commit race above). While claims are held for the
+// coalesce window, waits out the window (or `limit`) instead.
 void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                           std::stop_token stop) {
+  if (const auto now = Clock::now(); now < p.hold_until) {
+    hold_claims(s, p,
+                std::min(limit, std::chrono::ceil<std::chrono::milliseconds>(p.hold_until - now)),
+                stop);
+    return;
+  }
   if (!p.waiting) {
     s.set_waiting(true);
     p.waiting = true;
@@ -604,6 +616,20 @@ void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds lim
     limit = std::min(limit, kCommitRace);
   }
   s.wait_for_notify(stop, limit, p.seen, [this] { beat(); });
+  p.last_idle = Clock::now();
+}
+
+// Sleeps `limit` while claims are held, reading the NOTIFYs that come meanwhile (the
+// claim after the window sees their rows). It counts as waiting for work: a relay that
+// coalesces stays registered, so the first event after a quiet spell wakes it at once,
+// unless NOTIFYs come faster than withdraw_when_busy allows.
+void Relay::hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit,
+                        std::stop_token stop) {
+  const auto until = Clock::now() + limit;
+  for (auto now = Clock::now(); now < until && !stop.stop_requested(); now = Clock::now()) {
+    s.wait_for_notify(stop, std::chrono::ceil<std::chrono::milliseconds>(until - now),
+                      s.notifications(), [this] { beat(); });
+  }
   p.last_idle = Clock::now();
 }
 

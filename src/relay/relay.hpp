@@ -34,6 +34,11 @@ struct RelayConfig {
   PublishPolicy publish;  // routes, attempts, backoff, mark or delete
   int batch_size = defaults::kBatchSize;
   std::chrono::milliseconds poll_interval = defaults::kPollInterval;
+  // After a claim that found events (and did not fill a batch), the next claim waits until
+  // this long after it began: the commits of a window share one claim, one send and one
+  // write-back, at up to this much latency for all but the first (docs/relay.md,
+  // "Coalescing wake-ups"). 0: claim on every wake-up.
+  std::chrono::milliseconds coalesce_window = defaults::kCoalesceWindow;
   std::chrono::seconds stuck_after = defaults::kStuckAfter;
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
@@ -160,7 +165,7 @@ class Relay {
     WriteBehind behind;
     std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
     std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
-    // The wake-up path (docs/relay.md, "Waking up"): registered in <table>_waiting (so
+    // The wake-up path (docs/relay.md, "Waking up, cheaply"): registered in <table>_waiting (so
     // inserts notify) since when; when the relay last waited for work; the NOTIFYs
     // received by the start of the current 100 ms window.
     bool waiting = false;
@@ -171,9 +176,11 @@ class Relay {
     // When the last claim began and whether it filled a batch; whether anything since
     // may have made rows claimable that no NOTIFY announces (the write-back of a
     // settlement that left an event undelivered or resolved a retry or parked event, a
-    // rebalance).
+    // rebalance that brought shards).
     std::chrono::steady_clock::time_point last_claim;
     bool last_claim_full = true;
+    // RelayConfig::coalesce_window: no claim before this.
+    std::chrono::steady_clock::time_point hold_until;
     bool claim_needed = true;
     // The last settlement that frees rows (WriteBehind::added() after it), until written.
     std::uint64_t frees_once_written = 0;
@@ -206,6 +213,7 @@ class Relay {
                     std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
   void wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                      std::stop_token stop);
+  void hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit, std::stop_token stop);
   void wait_behind(Pipeline& p);
   void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
                   std::chrono::steady_clock::time_point claimed_at,

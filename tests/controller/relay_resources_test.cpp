@@ -219,6 +219,20 @@ TEST(RenderRelay, ShardsAndOrderingReachTheRelay) {
   EXPECT_NE(compensate.dump().find("\"--ordering=none\""), std::string::npos);
 }
 
+// spec.relay.coalesceWindow reaches the relay as --coalesce-window; left out (the API
+// server defaults it to 0s), the relay gets the default: claim on every wake-up.
+TEST(RenderRelay, TheCoalesceWindowReachesTheRelay) {
+  RenderOptions opts{"img:1", ""};
+  auto args = [&](const Json& patch) {
+    return find(render_relay(relay(patch), opts), "Deployment", "orders-relay")
+        ->at("/spec/template/spec/containers/0/args"_json_pointer)
+        .dump();
+  };
+  EXPECT_NE(args({{"relay", {{"coalesceWindow", "200ms"}}}}).find("\"--coalesce-window=200ms\""),
+            std::string::npos);
+  EXPECT_NE(args(Json::object()).find("\"--coalesce-window=0ms\""), std::string::npos);
+}
+
 TEST(RenderRelay, TheDeadLetterTopicReachesTheRelayAndCompensationOnly) {
   RenderOptions opts{"img:1", ""};
   const RenderedRelay r =

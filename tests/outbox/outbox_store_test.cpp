@@ -61,22 +61,22 @@ TEST(Schema, TheTriggerNotifiesOnlyWhileARelayWaits) {
   pqxx::connection listener(t.dsn);
   NotifyCounter counter(listener, t.table);
   pqxx::connection relay_session(t.dsn);
-  OutboxStore store(relay_session, t.table);
+  WaitingList waiting(relay_session, t.table);
 
   t.insert(1, 1);
   EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(300)), 0)
       << "nobody waits, so an insert must not notify (it would serialise commits)";
-  store.set_waiting(true);
+  waiting.set(true);
   t.insert(1, 1);
   EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(2000)), 1);
-  store.set_waiting(false);
+  waiting.set(false);
   t.insert(1, 1);
   EXPECT_EQ(notifications_within(listener, counter, std::chrono::milliseconds(300)), 0);
 
   // A waiter that died (a killed relay) is dropped by the next relay to connect.
   {
     pqxx::connection doomed(t.dsn);
-    OutboxStore(doomed, t.table).set_waiting(true);
+    WaitingList(doomed, t.table).set(true);
   }
   auto waiters = [&] {
     return pqxx::nontransaction(relay_session)
@@ -87,7 +87,7 @@ TEST(Schema, TheTriggerNotifiesOnlyWhileARelayWaits) {
   // The closed session's backend exits a moment later; then the sweep drops it.
   EXPECT_TRUE(testing::eventually(
       [&] {
-        store.forget_dead_waiters();
+        waiting.forget_dead();
         return waiters() == 0;
       },
       std::chrono::seconds(5)));
@@ -117,7 +117,7 @@ TEST(Schema, MigrateUpgradesAVersion1Table) {
   EXPECT_EQ(inspect_table(conn, t.table).version, kSchemaVersion);
   EXPECT_TRUE(inspect_table(conn, t.table).headers);
   EXPECT_EQ(inspect_table(conn, t.table).mode, TableMode::kStatus);
-  OutboxStore(conn, t.table).set_waiting(true);  // the waiting table is back
+  WaitingList(conn, t.table).set(true);  // the waiting table is back
 }
 
 // The payload column's type is fixed at creation: asking again for another is refused,
