@@ -586,8 +586,9 @@ struct Latency {
   double pg_cpu = NAN;       // PostgreSQL CPU in the window, all processes
   double writers_cpu = NAN;  // of which the writers' own backends
   double relayer_cpu = NAN;
-  double statements = NAN;  // the relayer's, in the window (pg_stat_statements)
-  long long wal = 0;        // WAL in the window
+  double statements = NAN;      // the relayer's, in the window (pg_stat_statements)
+  double relayer_pg_cpu = NAN;  // the relayer's own backends (Debezium: its walsender too)
+  long long wal = 0;            // WAL in the window
   long relayer_hwm_kb = -1;
   // Where the time goes. The writers' own transactions, begin to commit returned (created_at
   // is their start, so the relay's lag below includes them). The relay's histograms over the
@@ -785,6 +786,14 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   const double pg0 = postgres_cpu(o.postmaster_pid);
   const double w0 = processes_cpu(wpids);
   const double rel0 = process_cpu(pid);
+  // The relayer's sessions, connected by now (as kRelayerRole): the relay's lock and claim
+  // sessions, Debezium's walsender and its JDBC session.
+  std::vector<int> relayer_pids;
+  for (const auto& row : pqxx::nontransaction(conn).exec_params(
+           "SELECT pid FROM pg_stat_activity WHERE usename = $1", kRelayerRole)) {
+    relayer_pids.push_back(row[0].as<int>());
+  }
+  const double relayer_pg0 = processes_cpu(relayer_pids);
   const std::string metrics0 = dbz ? "" : http_get(port, "/metrics");
   const auto t0 = Clock::now() + std::chrono::milliseconds(100);
   pace(t0, total, true);
@@ -793,6 +802,7 @@ Latency run_latency(const Options& o, const std::string& id, const std::string& 
   r.pg_cpu = postgres_cpu(o.postmaster_pid) - pg0;
   r.writers_cpu = processes_cpu(wpids) - w0;
   r.relayer_cpu = process_cpu(pid) - rel0;
+  r.relayer_pg_cpu = processes_cpu(relayer_pids) - relayer_pg0;
   r.wal = wal_diff(conn, current_lsn(conn), lsn0);
   if (o.count_statements) {
     r.statements = std::stod(sql1(conn, relayer_statements)) - statements0;
@@ -884,6 +894,8 @@ void print_latency(const std::vector<Latency>& ls) {
        [](const Latency& l) { return l.pg_cpu * 60 / l.window; }, 1},
       {"PostgreSQL CPU without the writers' backends (s/min)",
        [](const Latency& l) { return (l.pg_cpu - l.writers_cpu) * 60 / l.window; }, 1},
+      {"PostgreSQL CPU of the relayer's own backends (s/min)",
+       [](const Latency& l) { return l.relayer_pg_cpu * 60 / l.window; }, 2},
       {"relayer process CPU (s per minute)",
        [](const Latency& l) { return l.relayer_cpu * 60 / l.window; }, 1},
       {"relayer's statements per event (pg_stat_statements)",

@@ -470,8 +470,10 @@ std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
   p.last_claim_full = batch.size() >= static_cast<std::size_t>(config_.batch_size);
   // Coalescing: events came, so more are likely to follow; the next claim waits for the
   // window to end (not after a full batch: a backlog drains at full speed).
-  p.hold_until =
-      batch.empty() || p.last_claim_full ? Clock::time_point{} : start + config_.coalesce_window;
+  const bool opens_window =
+      config_.coalesce_window.count() > 0 && !batch.empty() && !p.last_claim_full;
+  p.hold_until = opens_window ? start + config_.coalesce_window : Clock::time_point{};
+  p.windows_in_a_row = opens_window ? p.windows_in_a_row + 1 : 0;
   return batch;
 }
 
@@ -620,11 +622,18 @@ void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds lim
 }
 
 // Sleeps `limit` while claims are held, reading the NOTIFYs that come meanwhile (the
-// claim after the window sees their rows). It counts as waiting for work: a relay that
-// coalesces stays registered, so the first event after a quiet spell wakes it at once,
-// unless NOTIFYs come faster than withdraw_when_busy allows.
+// claim after the window sees their rows). It counts as waiting for work. After one
+// window that found events the relay stays registered (sparse events: the next one after
+// a quiet spell wakes it at once); from the second in a row on, commits keep coming and
+// the claim at each window's end finds them anyway, so it withdraws: no commit notifies
+// (a NOTIFY costs the writer's commit and the listening session more than the relay's
+// claim per window). The first empty claim registers it again (wait_for_work).
 void Relay::hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                         std::stop_token stop) {
+  if (p.waiting && p.windows_in_a_row >= 2) {
+    s.set_waiting(false);
+    p.waiting = false;
+  }
   const auto until = Clock::now() + limit;
   for (auto now = Clock::now(); now < until && !stop.stop_requested(); now = Clock::now()) {
     s.wait_for_notify(stop, std::chrono::ceil<std::chrono::milliseconds>(until - now),

@@ -179,8 +179,10 @@ class Relay {
     // rebalance that brought shards).
     std::chrono::steady_clock::time_point last_claim;
     bool last_claim_full = true;
-    // RelayConfig::coalesce_window: no claim before this.
+    // RelayConfig::coalesce_window: no claim before this; how many claims in a row opened
+    // such a window (found events, not a full batch).
     std::chrono::steady_clock::time_point hold_until;
+    int windows_in_a_row = 0;
     bool claim_needed = true;
     // The last settlement that frees rows (WriteBehind::added() after it), until written.
     std::uint64_t frees_once_written = 0;
