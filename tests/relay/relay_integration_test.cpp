@@ -32,6 +32,17 @@ std::string log_path(const std::string& name) {
   return "/tmp/" + testbed::unique_name(name) + ".log";
 }
 
+// A relay whose poll, rebalance and backlog intervals are a minute long: only NOTIFYs (and
+// what the wake-up tests look at) explain what it does quickly, and it claims for no other
+// reason.
+relay::RelayConfig quiet_relay_config(const OutboxTestTable& t) {
+  auto c = t.relay_config();
+  c.poll_interval = 60s;
+  c.rebalance_interval = 60s;
+  c.backlog_interval = 60s;
+  return c;
+}
+
 TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
   OutboxTestTable t;
   {
@@ -162,11 +173,7 @@ TEST(Relay, WakesOnNotifyLongBeforeThePollInterval) {
 // The intervals are long, so only NOTIFYs explain quick deliveries.
 TEST(Relay, AQuietRelayStaysRegisteredAndClaimsOncePerWakeUp) {
   OutboxTestTable t;
-  auto c = t.relay_config();
-  c.poll_interval = 60s;
-  c.rebalance_interval = 60s;
-  c.backlog_interval = 60s;
-  ThreadRelay relay(c);
+  ThreadRelay relay(quiet_relay_config(t));
   ASSERT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "never went idle";
   std::this_thread::sleep_for(200ms);  // past the first, short wait after registering
   const double claims_before = metric(relay, "outbox_claim_seconds_count", t.table.plain());
@@ -188,10 +195,7 @@ TEST(Relay, AQuietRelayStaysRegisteredAndClaimsOncePerWakeUp) {
 // (the test above). While they keep coming it does not make them notify.
 TEST(Relay, WithACoalesceWindowTricklingCommitsShareAClaimAndTheFirstIsNotHeld) {
   OutboxTestTable t;
-  auto c = t.relay_config();
-  c.poll_interval = 60s;
-  c.rebalance_interval = 60s;
-  c.backlog_interval = 60s;
+  auto c = quiet_relay_config(t);
   c.coalesce_window = 1s;
   ThreadRelay relay(c);
   t.insert(1, 1);  // the topic's first send (its metadata) is not what this test times
@@ -235,10 +239,7 @@ TEST(Relay, AKeptBackEventGoesOutRightAfterItsBatchWithoutWaitingForAPoll) {
   testing::TopicAdmin admin(testbed::kafka_bootstrap());
   admin.create(t.topic, 1, 1, {});
   admin.create(other, 1, 1, {});
-  auto c = t.relay_config();
-  c.poll_interval = 60s;
-  c.rebalance_interval = 60s;
-  c.backlog_interval = 60s;
+  auto c = quiet_relay_config(t);
   c.publish.router = relay::TopicRouter(t.topic, {{"moved", other}});
   ThreadRelay relay(c);
   ASSERT_TRUE(eventually([&] { return t.waiting_entries() == 1; }, 10s)) << "never went idle";
