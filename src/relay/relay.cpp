@@ -414,7 +414,7 @@ void Relay::keep_up(Session& s, Pipeline& p) {
     if (shards.rebalance()) {
       spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
                    shards.owned().size(), shards.shard_count(), shards.live_members());
-      p.claim_needed = true;  // shards came: their rows notified nobody that is waiting here
+      p.claim_needed = true;  // shards came: their rows may have been announced before
     }
     metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
     metrics_.members.set(shards.live_members());
