@@ -951,7 +951,7 @@ ClaimResult run_log_claim_scaling(const Options& o, const std::string& id) {
     LogCursor cursor;
     LogClaims claims;
     Claimer(const std::string& dsn, const TableName& t, int shard_count)
-        : conn(dsn), claims(conn, t, shard_count, cursor) {}
+        : conn(dsn), claims(conn, t, shard_count, 0, cursor) {}
   };
   Claimer on_big(o.dsn, big, static_cast<int>(shards.size()));
   Claimer on_empty(o.dsn, empty.name(), static_cast<int>(shards.size()));

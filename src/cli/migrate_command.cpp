@@ -22,10 +22,11 @@ Action add_migrate_command(CLI::App& app) {
                   "key-hash shards, fixed when the table is created")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--mode", *mode,
-                  "status (each row marked when sent) or log (insert-only, partitioned by "
-                  "transaction id, progress per shard); fixed when the table is created "
-                  "(default: status, or the existing table's)")
+  cmd->add_option(
+         "--mode", *mode,
+         "status (each row marked when sent) or log (insert-only, partitioned by "
+         "position, a transaction id; progress per shard); fixed when the table is created "
+         "(default: status, or the existing table's)")
       ->check(CLI::IsMember({"status", "log"}));
   cmd->add_option("--partition-xids", options->partition_xids,
                   "log mode: transaction ids per partition (retention drops whole partitions)")
@@ -38,8 +39,20 @@ Action add_migrate_command(CLI::App& app) {
   cmd->add_flag("--adopt", *adopt_table,
                 "the table is someone else's (a Debezium outbox table): leave it as it is, relay "
                 "it through <table>_relay, which a trigger fills (docs/adopt.md)");
-  return [opts, options, mode, adopt_table, payload]() {
+  auto rebase_table = std::make_shared<bool>(false);
+  cmd->add_flag("--rebase", *rebase_table,
+                "log mode, after the database moved to another PostgreSQL cluster (dump and "
+                "restore, a logical-replication cutover): record this cluster and make new rows "
+                "sort after the restored ones; nothing sent is sent again, nothing unsent is "
+                "lost (docs/relay.md, \"Moving the database\")")
+      ->excludes("--adopt", "--mode", "--payload");
+  return [opts, options, mode, adopt_table, payload, rebase_table]() {
     TableName table = TableName::parse(opts->table);
+    if (*rebase_table) {
+      pqxx::connection conn(opts->resolve_dsn());
+      std::cout << table.plain() << ": " << rebase(conn, table).text() << "\n";
+      return 0;
+    }
     if (!mode->empty()) {
       options->mode = parse_mode(*mode);
     }

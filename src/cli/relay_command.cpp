@@ -136,6 +136,7 @@ StatusReport report_status(const RelayOptions& o, const relay::Relay& relay) {
         relay::RelayReport report;
         if (!relay.ready()) {
           report.problem = relay.problem();
+          report.reason = relay.problem_reason();
         }
         report.backlog = relay.backlog();
         return report;

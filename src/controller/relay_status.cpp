@@ -135,8 +135,9 @@ struct Conditions {
     const Json reported = current.value("relayProblem", Json::object());
     if (reported.is_object() && reported.contains("message") &&
         relay_problem_fresh(reported, in.now)) {
-      return Problem{"RelayProblem", "Relay pod " + reported.value("pod", "?") +
-                                         " reports: " + reported.value("message", "")};
+      return Problem{
+          reported.value("reason", "RelayProblem"),
+          "Relay pod " + reported.value("pod", "?") + " reports: " + reported.value("message", "")};
     }
     if (!in.schema_job_name.empty()) {
       if (Json s = schema_ready(); s.at("reason") == "MigrationFailed") {

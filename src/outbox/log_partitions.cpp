@@ -15,12 +15,20 @@ std::string partition_name(const TableName& table, std::uint64_t n) {
 
 }  // namespace
 
+std::string position_bound_sql(const std::string& bound, std::int64_t offset) {
+  const std::string xid = "pg_snapshot_" + bound + "(pg_current_snapshot())";
+  return offset == 0 ? xid
+                     : "(" + xid + "::text::bigint + " + std::to_string(offset) + ")::text::xid8";
+}
+
 std::vector<std::string> ensure_log_partitions(pqxx::dbtransaction& tx, const TableName& table,
-                                               std::int64_t partition_xids) {
+                                               std::int64_t partition_xids,
+                                               std::int64_t position_offset) {
   const auto size = static_cast<std::uint64_t>(partition_xids);
   // xmax: the next transaction id to be assigned (reading it assigns none).
   const auto next =
-      tx.exec("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")[0][0].as<std::uint64_t>();
+      tx.exec("SELECT " + position_bound_sql("xmax", position_offset) + "::text")[0][0]
+          .as<std::uint64_t>();
   std::vector<std::string> created;
   for (std::uint64_t n = next / size; n <= next / size + 1; ++n) {
     const std::string name = partition_name(table, n);
@@ -74,14 +82,14 @@ std::vector<LogPartition> list_log_partitions(pqxx::transaction_base& tx, const 
 }
 
 PartitionCleanup drop_passed_partitions(pqxx::connection& conn, const TableName& table,
-                                        std::chrono::seconds keep) {
+                                        std::chrono::seconds keep, std::int64_t position_offset) {
   PartitionCleanup report;
   const auto keep_s = static_cast<std::int64_t>(keep.count());
   // Everything below `passed` is published (or parked in _retry) by every shard, and
   // no transaction below it is still running.
-  const std::string passed_sql =
-      "SELECT least(min(xid), pg_snapshot_xmin(pg_current_snapshot()))::text FROM " +
-      table.quoted_with_suffix("_progress");
+  const std::string passed_sql = "SELECT least(min(xid), " +
+                                 position_bound_sql("xmin", position_offset) + ")::text FROM " +
+                                 table.quoted_with_suffix("_progress");
   std::vector<LogPartition> parts;
   std::uint64_t passed = 0;
   {

@@ -29,10 +29,17 @@ struct LogPartition {
   std::uint64_t to = 0;    // one past the last
 };
 
-// Makes the partition of the next transaction id and the one after it, when
-// missing. Returns the names created. Safe to call from several relays at once.
+// SQL for a position bound of this snapshot: `bound` is "xmin" (every row below it is
+// final: the read watermark) or "xmax" (the next position), plus the table's position
+// offset (TableInfo::position_offset). Positions are transaction ids (schema.cpp,
+// version_5), so partitions are ranges of them.
+std::string position_bound_sql(const std::string& bound, std::int64_t offset);
+
+// Makes the partition of the next position and the one after it, when missing. Returns
+// the names created. Safe to call from several relays at once.
 std::vector<std::string> ensure_log_partitions(pqxx::dbtransaction& tx, const TableName& table,
-                                               std::int64_t partition_xids);
+                                               std::int64_t partition_xids,
+                                               std::int64_t position_offset);
 
 // The numbered partitions, oldest first (the default partition left out).
 std::vector<LogPartition> list_log_partitions(pqxx::transaction_base& tx, const TableName& table);
@@ -47,6 +54,6 @@ struct PartitionCleanup {
 // are all over and whose newest row is older than `keep`; deletes such rows of the
 // default partition. One statement at a time (autocommit).
 PartitionCleanup drop_passed_partitions(pqxx::connection& conn, const TableName& table,
-                                        std::chrono::seconds keep);
+                                        std::chrono::seconds keep, std::int64_t position_offset);
 
 }  // namespace outbox

@@ -60,9 +60,10 @@ void LogCursor::advance(LogPosition end) {
 }
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
-                     LogCursor& cursor, const ClaimOptions& options)
+                     std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options)
     : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor) {
   const std::string retry = table.quoted_with_suffix("_retry");
+  const std::string watermark = position_bound_sql("xmin", position_offset);
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
   const bool headers = options.headers;
   payload_hex_ = options.bytes;
@@ -101,15 +102,15 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       (options.per_key_order ? "EXISTS (SELECT 1 FROM " + retry +
                                    " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ")"
                              : std::string("false")) +
-      " FROM " + table.quoted() +
-      " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < "
-      "pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) AND (e.xid, "
+      " FROM " + table.quoted() + " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < " +
+      watermark +
+      " AND e.shard = ANY($1::int[]) AND (e.xid, "
       "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
       "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, "
       "NULL, "
       "false, false FROM " +
-      table.quoted() +
-      " e WHERE e.xid >= pg_snapshot_xmin(pg_current_snapshot()) AND e.shard = ANY($1::int[]) "
+      table.quoted() + " e WHERE e.xid >= " + watermark +
+      " AND e.shard = ANY($1::int[]) "
       "LIMIT 1)";
   use_fixed_plans(conn_);
   claim_statement_ = prepared(conn_, claim_sql_);
@@ -169,13 +170,14 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   return events;
 }
 
-LogStore::LogStore(pqxx::connection& conn, TableName table, int shard_count,
-                   std::int64_t partition_xids, LogCursor& cursor, const ClaimOptions& options)
+LogStore::LogStore(pqxx::connection& conn, TableName table, const TableInfo& info,
+                   LogCursor& cursor, const ClaimOptions& options)
     : conn_(conn),
       table_(std::move(table)),
-      partition_xids_(partition_xids),
+      partition_xids_(info.partition_xids),
+      position_offset_(info.position_offset),
       cursor_(cursor),
-      claims_(conn, table_, shard_count, cursor, options) {
+      claims_(conn, table_, info.shard_count, info.position_offset, cursor, options) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
                              kFailed + " ELSE " + kPending + " END";
@@ -264,7 +266,7 @@ void LogStore::unclaim(const std::vector<OutboxEvent>& batch) {
 void LogStore::maintain(const std::vector<int>& owned) {
   {
     pqxx::work tx(conn_);
-    ensure_log_partitions(tx, table_, partition_xids_);
+    ensure_log_partitions(tx, table_, partition_xids_, position_offset_);
     tx.commit();
   }
   // Shards without events move on too, so that a replica taking one over does not
@@ -323,8 +325,7 @@ std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& 
                                        bool per_key_order) {
   const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogStore>(conn, table, info.shard_count, info.partition_xids, cursor,
-                                      options);
+    return std::make_unique<LogStore>(conn, table, info, cursor, options);
   }
   return std::make_unique<OutboxStore>(conn, table, options);
 }
@@ -334,7 +335,8 @@ std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName
                                          bool per_key_order) {
   const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogClaims>(conn, table, info.shard_count, cursor, options);
+    return std::make_unique<LogClaims>(conn, table, info.shard_count, info.position_offset, cursor,
+                                       options);
   }
   return std::make_unique<ClaimQueries>(conn, table, options);
 }

@@ -15,7 +15,8 @@
 
 namespace outbox {
 
-// A place in a log-mode table's read order: (transaction id, id).
+// A place in a log-mode table's read order: (position, id). The position is kept in the
+// column "xid" (a transaction id; see schema.cpp, version_5).
 struct LogPosition {
   std::uint64_t xid = 0;
   std::int64_t id = 0;
@@ -44,15 +45,16 @@ class LogCursor {
 };
 
 // The log-mode claim: due failures (and what is parked behind them) from
-// <table>_retry, one per key, then the log after the cursor, only rows of
-// transactions older than the oldest still running one (so a row that commits
-// late is never skipped: it is not read before everything below it is final), in
-// (xid, id) order. A log row whose key has an unresolved failure comes back held.
+// <table>_retry, one per key, then the log after the cursor, only rows positioned below
+// the oldest still running transaction (so a row that commits late is never skipped:
+// it is not read before everything below it is final), in (position, id) order, which
+// is commit order within a key. A log row whose key has an unresolved failure comes back
+// held.
 class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
-  LogClaims(pqxx::connection& conn, const TableName& table, int shard_count, LogCursor& cursor,
-            const ClaimOptions& options = {});
+  LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
+            std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options = {});
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -73,8 +75,9 @@ class LogClaims : public EventClaims {
 // the log's partition) and moves each shard's progress, in one statement.
 class LogStore : public EventStore {
  public:
-  LogStore(pqxx::connection& conn, TableName table, int shard_count, std::int64_t partition_xids,
-           LogCursor& cursor, const ClaimOptions& options = {});
+  // `info`: the table as inspect_table found it (shards, partition size, position offset).
+  LogStore(pqxx::connection& conn, TableName table, const TableInfo& info, LogCursor& cursor,
+           const ClaimOptions& options = {});
 
   LogClaims& claims() override { return claims_; }
   void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,
@@ -88,6 +91,7 @@ class LogStore : public EventStore {
   pqxx::connection& conn_;
   TableName table_;
   std::int64_t partition_xids_;
+  std::int64_t position_offset_;
   LogCursor& cursor_;
   LogClaims claims_;
   std::string write_back_sql_;

@@ -10,7 +10,8 @@ namespace outbox {
 namespace {
 
 RetentionReport drop_partitions(pqxx::connection& conn, const TableName& table,
-                                std::chrono::seconds keep, const std::string& lock_key) {
+                                std::chrono::seconds keep, std::int64_t position_offset,
+                                const std::string& lock_key) {
   RetentionReport report;
   report.ran = pqxx::nontransaction(conn)
                    .exec_params("SELECT pg_try_advisory_lock(hashtext($1))", lock_key)[0][0]
@@ -19,7 +20,7 @@ RetentionReport drop_partitions(pqxx::connection& conn, const TableName& table,
     return report;
   }
   try {
-    PartitionCleanup c = drop_passed_partitions(conn, table, keep);
+    PartitionCleanup c = drop_passed_partitions(conn, table, keep, position_offset);
     report.partitions_dropped = c.dropped;
     report.held_back = c.held_back;
     report.removed = c.default_rows_deleted;
@@ -37,12 +38,12 @@ RetentionReport drop_partitions(pqxx::connection& conn, const TableName& table,
 RetentionReport run_retention(pqxx::connection& conn, const TableName& table,
                               const RetentionConfig& config) {
   const std::string lock_key = "outbox-cleanup:" + table.plain();
-  if (inspect_table(conn, table).mode == TableMode::kLog) {
+  if (const TableInfo info = inspect_table(conn, table); info.mode == TableMode::kLog) {
     if (config.archive) {
       throw std::invalid_argument(
           "a log-mode table cannot be archived row by row: its partitions are dropped whole");
     }
-    return drop_partitions(conn, table, config.keep_sent, lock_key);
+    return drop_partitions(conn, table, config.keep_sent, info.position_offset, lock_key);
   }
   RetentionReport report;
   pqxx::nontransaction session(conn);

@@ -137,6 +137,66 @@ std::vector<std::string> version_4(const TableName& t, const std::string& payloa
   };
 }
 
+// Version 5 (log mode): a row's position, the value it is read in order of (the "xid"
+// column), is the newest transaction id that had ended when the row was inserted, or
+// its own transaction's id if that is later, plus the table's position offset.
+//
+// Per-key commit order: a writer that takes its key's lock before inserting (updates the
+// key's row, say) inserts after the key's previous writer has committed, so that
+// writer's id is among those ended, and the later row's position is at least the
+// earlier's; the id, drawn at the insert, breaks the tie. The transaction's own id would
+// not do: it is assigned at its first write, which may come before another transaction
+// on the same key takes, uses and releases the lock.
+//
+// Nothing skipped: a transaction still running has an id at or above the oldest running
+// one, and so does the position of every row it inserts. The relay reads positions below
+// that id (plus the offset): every row there is committed or never will be.
+//
+// In plpgsql and volatile, so that under READ COMMITTED the snapshot is taken as the row
+// is inserted (after the lock), not when the statement began. Under REPEATABLE READ the
+// transaction's snapshot serves, which is newer than the previous writer's commit when
+// the lock is an UPDATE of the key's row (PostgreSQL refuses a concurrent update
+// otherwise).
+//
+// The guard: a position at or below a shard's progress would count as sent. That happens
+// only when the table moved to a cluster whose transaction ids are lower (a restore): the
+// insert fails, saying so, rather than lose the event, until `migrate --rebase`. Checked
+// at a session's first insert only (a session-level setting remembers it passed): a
+// session never outlives a move, and its positions never decrease, so once one is above
+// the progress every later one is. The check reads every shard's progress; skipping it
+// keeps the function's cost near the plain default's.
+std::vector<std::string> version_5(const TableName& t, std::int64_t offset) {
+  const std::string fn = t.quoted_with_suffix("_position");
+  const std::string progress = t.quoted_with_suffix("_progress");
+  // A setting's name is a plain identifier: the table's name hashed (FNV-1a, stable).
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char c : t.plain()) {
+    h = (h ^ c) * 1099511628211ULL;
+  }
+  const std::string checked = "'outbox.position_checked_" + std::to_string(h) + "'";
+  return {
+      "CREATE OR REPLACE FUNCTION " + fn +
+          "() RETURNS xid8 LANGUAGE plpgsql VOLATILE AS $f$ DECLARE p bigint; BEGIN p := "
+          "greatest(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1, "
+          "pg_current_xact_id()::text::bigint) + " +
+          std::to_string(offset) + "; IF current_setting(" + checked +
+          ", true) IS DISTINCT FROM 'on' THEN IF p <= (SELECT max(xid)::text::bigint FROM " +
+          progress + ") THEN RAISE EXCEPTION 'outbox table " + t.plain() +
+          ": this database''s transaction ids are behind the table''s progress, which comes "
+          "from another PostgreSQL cluster; the event would count as sent' USING HINT = 'run "
+          "outbox-operator migrate --table " +
+          t.plain() + " --rebase'; END IF; PERFORM set_config(" + checked +
+          ", 'on', false); END IF; RETURN p::text::xid8; END $f$",
+      // Every role that inserts events runs the guard.
+      "GRANT SELECT ON " + progress + " TO PUBLIC",
+      // Recurses to the partitions (rows inserted into one directly get it too).
+      "ALTER TABLE " + t.quoted() + " ALTER COLUMN xid SET DEFAULT " + fn + "()",
+  };
+}
+
+// This cluster's identity, recorded beside a log-mode table's progress.
+constexpr const char* kClusterIdSql = "(SELECT system_identifier::text FROM pg_control_system())";
+
 // Log mode (schema version 3, created whole): the outbox is insert-only and
 // partitioned by the inserting transaction's id, which the relay reads below the
 // oldest running transaction (pg_snapshot_xmin), in (xid, id) order, so a row
@@ -201,7 +261,10 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   for (const auto& stmt : version_4(t, payload)) {
     tx.exec(stmt);
   }
-  ensure_log_partitions(tx, t, partition_xids);
+  for (const auto& stmt : version_5(t, 0)) {
+    tx.exec(stmt);
+  }
+  ensure_log_partitions(tx, t, partition_xids, 0);
 }
 
 }  // namespace
@@ -274,7 +337,7 @@ struct MetaRow {
 };
 
 // The meta table, with the columns of every version (v3 added mode and partition_xids,
-// v4 adopted_into and columns).
+// v4 adopted_into and columns, v5 cluster_id and position_offset).
 std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& table) {
   tx.exec("CREATE TABLE IF NOT EXISTS " + outbox_meta(table) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, shard_count integer NOT "
@@ -282,7 +345,8 @@ std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& ta
   tx.exec("ALTER TABLE " + outbox_meta(table) +
           " ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'status', ADD COLUMN IF NOT "
           "EXISTS partition_xids bigint, ADD COLUMN IF NOT EXISTS adopted_into text, ADD COLUMN "
-          "IF NOT EXISTS columns jsonb");
+          "IF NOT EXISTS columns jsonb, ADD COLUMN IF NOT EXISTS cluster_id text, ADD COLUMN IF "
+          "NOT EXISTS position_offset bigint NOT NULL DEFAULT 0");
   auto row = tx.exec_params(
       "SELECT version, shard_count, mode, COALESCE(partition_xids, 0), "
       "adopted_into IS NOT NULL FROM " +
@@ -362,6 +426,14 @@ void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int f
             " ADD COLUMN IF NOT EXISTS headers jsonb");
     result.applied.push_back("v4: a headers column copied into Kafka headers");
   }
+  if (from_version < 5) {
+    for (const auto& stmt : version_5(table, 0)) {
+      tx.exec(stmt);
+    }
+    result.applied.push_back(
+        "v5: rows are positioned after every transaction ended before them (per-key commit "
+        "order), and the table records its cluster");
+  }
 }
 
 }  // namespace
@@ -422,9 +494,79 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   tx.exec_params("UPDATE " + outbox_meta(table) +
                      " SET version = $2, updated_at = now() WHERE table_name = $1",
                  table.table(), kSchemaVersion);
+  if (mode == TableMode::kLog) {
+    // Only where none is recorded: migrate on a cluster the table moved to (the schema Job
+    // runs it on every operator upgrade) must not pass the move off as the table's home.
+    tx.exec_params("UPDATE " + outbox_meta(table) + " SET cluster_id = " + kClusterIdSql +
+                       " WHERE table_name = $1 AND cluster_id IS NULL",
+                   table.table());
+  }
   tx.commit();
   result.to_version = kSchemaVersion;
   return result;
+}
+
+RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
+  pqxx::work tx(conn);
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  const std::optional<MetaRow> meta = read_meta(tx, table);
+  if (!meta) {
+    throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
+                      ".outbox_meta: nothing to rebase (run `outbox-operator migrate` first)");
+  }
+  if (meta->adopted) {
+    const auto into =
+        tx.exec_params1("SELECT adopted_into FROM " + outbox_meta(table) + " WHERE table_name = $1",
+                        table.table())[0]
+            .as<std::string>();
+    tx.commit();
+    return rebase(conn, TableName::parse(table.schema() + "." + into));
+  }
+  if (meta->mode != TableMode::kLog) {
+    throw SchemaError("table " + table.plain() +
+                      " is in status mode: each row carries its own status, so a move to "
+                      "another cluster needs no rebase");
+  }
+  if (meta->version < 5) {
+    throw SchemaError("table " + table.plain() + " is at schema version " +
+                      std::to_string(meta->version) + ": run `outbox-operator migrate` first");
+  }
+  RebaseResult result;
+  const auto recorded = tx.exec_params1(
+      "SELECT cluster_id, position_offset FROM " + outbox_meta(table) + " WHERE table_name = $1",
+      table.table());
+  result.recorded_cluster = recorded[0].as<std::string>("");
+  result.offset_before = recorded[1].as<std::int64_t>();
+  // The highest position anywhere in the table, and this cluster's position now without
+  // an offset (a later insert's is at least that).
+  const auto r = tx.exec1(std::string("SELECT ") + kClusterIdSql +
+                          ", greatest((SELECT max(xid) FROM " + table.quoted() +
+                          "), (SELECT max(xid) FROM " + table.quoted_with_suffix("_progress") +
+                          "), (SELECT max(xid) FROM " + table.quoted_with_suffix("_retry") +
+                          "), '0')::text, pg_snapshot_xmax(pg_current_snapshot())::text");
+  result.cluster = r[0].as<std::string>();
+  const auto highest = r[1].as<std::int64_t>();
+  const auto base = r[2].as<std::int64_t>() - 1;
+  result.offset = std::max(result.offset_before, highest + 1 - base);
+  tx.exec_params("UPDATE " + outbox_meta(table) +
+                     " SET cluster_id = $2, position_offset = $3, updated_at = now() WHERE "
+                     "table_name = $1",
+                 table.table(), result.cluster, result.offset);
+  tx.exec(version_5(table, result.offset).front());  // the position function, new offset
+  tx.commit();
+  return result;
+}
+
+std::string RebaseResult::text() const {
+  std::string out = "recorded this cluster (system identifier " + cluster + ")";
+  if (!recorded_cluster.empty() && recorded_cluster != cluster) {
+    out += " in place of " + recorded_cluster;
+  }
+  out += offset == offset_before
+             ? "; positions need no offset change (offset " + std::to_string(offset) + ")"
+             : "; position offset " + std::to_string(offset_before) + " -> " +
+                   std::to_string(offset) + ": new rows sort after every restored one";
+  return out;
 }
 
 namespace {
@@ -453,6 +595,36 @@ namespace {
 
 TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table);
 
+std::string rebase_hint(const TableName& table) {
+  return "; its progress does not apply here, and reading on would count unread events as sent. "
+         "Once the move is complete, run `outbox-operator migrate --table " +
+         table.plain() + " --rebase` (docs/relay.md, \"Moving the database\")";
+}
+
+// A log-mode table's progress belongs to the cluster recorded beside it, and is below
+// this cluster's next position (a claim only passes positions below the oldest running
+// transaction). Either failing means the table came from elsewhere: DatabaseMoved.
+void check_cluster(pqxx::transaction_base& tx, const TableName& table,
+                   const std::optional<std::string>& recorded, std::int64_t offset) {
+  const auto r = tx.exec(std::string("SELECT ") + kClusterIdSql + ", (SELECT max(xid)::text FROM " +
+                         table.quoted_with_suffix("_progress") +
+                         "), pg_snapshot_xmax(pg_current_snapshot())::text")[0];
+  const auto here = r[0].as<std::string>();
+  if (recorded && *recorded != here) {
+    throw DatabaseMoved("table " + table.plain() +
+                        " was relayed on another PostgreSQL cluster (system identifier " +
+                        *recorded + "; this one is " + here + ")" + rebase_hint(table));
+  }
+  const auto progress = r[1].as<std::int64_t>(0);
+  const auto next = r[2].as<std::int64_t>() + offset;
+  if (progress >= next) {
+    throw DatabaseMoved(
+        "table " + table.plain() + "'s progress (position " + std::to_string(progress) +
+        ") is ahead of this database's transaction ids (next position " + std::to_string(next) +
+        "): it was restored from another cluster" + rebase_hint(table));
+  }
+}
+
 // What outbox_meta says of one table, read without a transaction of its own.
 // to_jsonb: an older meta table lacks the later columns, and needs none.
 pqxx::result meta_row(pqxx::transaction_base& tx, const TableName& table) {
@@ -460,7 +632,8 @@ pqxx::result meta_row(pqxx::transaction_base& tx, const TableName& table) {
       "SELECT (m->>'version')::int, (m->>'shard_count')::int, COALESCE(m->>'mode', 'status'), "
       "COALESCE((m->>'partition_xids')::bigint, 0), m->>'adopted_into', (SELECT "
       "string_agg(key || '=' || value, ',') FROM jsonb_each_text(COALESCE(NULLIF(m->'columns', "
-      "'null'), '{}'))) FROM (SELECT to_jsonb(t) AS m FROM " +
+      "'null'), '{}'))), m->>'cluster_id', COALESCE((m->>'position_offset')::bigint, 0) FROM "
+      "(SELECT to_jsonb(t) AS m FROM " +
           outbox_meta(table) + " t WHERE table_name = $1) s",
       table.table());
 }
@@ -556,8 +729,9 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
       info.mode = parse_mode(meta[0][2].as<std::string>());
       info.partition_xids = meta[0][3].as<std::int64_t>();
       // Status mode works from version 2 on (version 3 only records the mode, and
-      // version 4 adds the optional headers column).
-      const int needed = info.mode == TableMode::kLog ? 3 : 2;
+      // version 4 adds the optional headers column); log mode from version 5 (before it,
+      // rows were read in the order of their transaction ids, not their commits).
+      const int needed = info.mode == TableMode::kLog ? 5 : 2;
       if (info.version < needed || info.version > kSchemaVersion) {
         throw SchemaError("table " + table.plain() + " is at schema version " +
                           std::to_string(info.version) + ", this binary needs " +
@@ -565,6 +739,10 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
                           ": run `outbox-operator migrate`");
       }
       require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
+      if (info.mode == TableMode::kLog) {
+        info.position_offset = meta[0][7].as<std::int64_t>();
+        check_cluster(tx, table, meta[0][6].as<std::optional<std::string>>(), info.position_offset);
+      }
       for (const auto& r : cols) {
         info.headers = info.headers || r[0].as<std::string>() == "headers";
         if (r[0].as<std::string>() == "payload") {

@@ -76,7 +76,11 @@ struct TableInfo {
   int shard_count = 0;
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;  // log mode: transaction ids per partition
-  bool headers = false;             // has the headers column (version 4)
+  // Log mode: added to this cluster's transaction ids to give a row's position, so that
+  // after a move to a cluster whose ids are lower (migrate --rebase) new rows still sort
+  // after the restored ones. 0 on the cluster the table was created on.
+  std::int64_t position_offset = 0;
+  bool headers = false;  // has the headers column (version 4)
   PayloadType payload = PayloadType::kJson;
   // An adopted table (migrate --adopt): the relay reads its copy, <table>_relay,
   // which the facts above describe; `columns` as the table was adopted.
@@ -106,7 +110,32 @@ class SchemaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A log-mode table whose progress does not belong to the database it is now in: it was
+// relayed on another PostgreSQL cluster (dump and restore, a logical-replication
+// cutover), or this cluster's transaction ids are behind its progress. Reading on would
+// count unread rows as sent, so every command refuses until `migrate --rebase`.
+class DatabaseMoved : public SchemaError {
+ public:
+  using SchemaError::SchemaError;
+};
+
+// What `migrate --rebase` did.
+struct RebaseResult {
+  std::string recorded_cluster;  // the system identifier recorded before ("" if none)
+  std::string cluster;           // this cluster's, recorded now
+  std::int64_t offset_before = 0;
+  std::int64_t offset = 0;
+  std::string text() const;
+};
+
+// Makes a log-mode table's positions continue on the cluster it is in now: records this
+// cluster's system identifier and raises the position offset so that every row inserted
+// from now on sorts after every row, progress and retry already in the table. Changes no
+// row and no progress: what was sent stays sent, what was not is still read. Run it once
+// the move is complete (writers on the new cluster); idempotent.
+RebaseResult rebase(pqxx::connection& conn, const TableName& table);
+
 // The schema version this binary writes and expects.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 }  // namespace outbox

@@ -133,6 +133,47 @@ std::vector<std::int64_t> BatchPublisher::ids_in_flight() const {
   return ids;
 }
 
+std::optional<std::int64_t> KeyOrderWatch::delivered(const std::string& key, std::int64_t id) {
+  std::optional<std::int64_t> before;
+  if (auto it = current_.find(key); it != current_.end()) {
+    before = it->second;
+  } else if (auto old = previous_.find(key); old != previous_.end()) {
+    before = old->second;
+  }
+  if (current_.size() >= capacity_) {
+    previous_ = std::move(current_);
+    current_.clear();
+  }
+  current_[key] = std::max(id, before.value_or(id));
+  if (before && *before > id) {
+    return before;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Counts (and names) each delivered event of `sent` whose key delivered a higher id before.
+void note_id_order(const std::vector<OutboxEvent>& sent, const std::vector<std::int64_t>& delivered,
+                   KeyOrderWatch& watch, BatchOutcome& out) {
+  const std::unordered_set<std::int64_t> ok(delivered.begin(), delivered.end());
+  for (const OutboxEvent& e : sent) {
+    if (ok.count(e.id) == 0) {
+      continue;
+    }
+    if (const auto later = watch.delivered(e.biz_id, e.id)) {
+      ++out.order_anomalies;
+      spdlog::warn(
+          "order anomaly on key '{}': event {} (id {}) reached Kafka after the key's event of id "
+          "{}; consumers see them out of id order (writers that do not lock the key before "
+          "inserting, a replay or a requeue)",
+          e.biz_id, e.event_id, e.id, *later);
+    }
+  }
+}
+
+}  // namespace
+
 Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
                             const std::vector<kafka::Delivery>& deliveries,
                             const PublishPolicy& policy, std::mt19937_64& rng) {
@@ -212,6 +253,9 @@ Settlement BatchPublisher::settle() {
     was_produced[i] = true;
   }
   Settlement s = judge_deliveries(sent, deliveries, policy_, rng_);
+  if (policy_.per_key_order) {
+    note_id_order(sent, s.delivered, order_watch_, s.outcome);
+  }
   // Unroutable events were never produced: FAILED now, and like every event that
   // was not delivered they hold their key for the next batch.
   for (std::size_t i = 0; i < batch_.size(); ++i) {
@@ -309,6 +353,7 @@ void BatchPublisher::abandon() {
   produced_.clear();
   unroutable_.clear();
   kept_back_.clear();
+  order_watch_.forget();
 }
 
 }  // namespace outbox::relay

@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kafka/producer.hpp"
@@ -33,10 +35,12 @@ struct PublishPolicy {
 
 struct BatchOutcome {
   std::size_t delivered = 0;
-  std::size_t failed = 0;           // moved to FAILED
-  std::size_t retried = 0;          // an attempt counted, retry scheduled
-  std::size_t deferred = 0;         // left pending, no attempt counted (Kafka unreachable)
-  std::size_t order_anomalies = 0;  // delivered after an earlier event of its key was not
+  std::size_t failed = 0;    // moved to FAILED
+  std::size_t retried = 0;   // an attempt counted, retry scheduled
+  std::size_t deferred = 0;  // left pending, no attempt counted (Kafka unreachable)
+  // Delivered after an earlier event of its key was not, or after a later one (higher id)
+  // of its key was delivered (KeyOrderWatch).
+  std::size_t order_anomalies = 0;
   bool kafka_unreachable = false;
   // `delivered` and the `failed` Kafka refused, by the topic they were sent to (an event that
   // could not be routed has no topic and is counted in `failed` only).
@@ -87,6 +91,29 @@ std::unique_ptr<kafka::BatchProducer> dead_letter_producer(const kafka::Producer
 // outbox.topic (`meant_for`, where its route sent it).
 kafka::Message dead_letter_message(const OutboxEvent& e, const std::string& meant_for,
                                    const std::string& error, const std::string& dead_letter_topic);
+
+// The last id delivered per key, to notice a key's event delivered after one of its
+// later events (a higher id). Per-key order is id order in both modes when writers take
+// the key's lock before inserting (docs/relay.md, "Order"); an event that comes out of it
+// (writers that do not, a replay, a requeue after later events went out) is what consumers
+// see out of order. Bounded: two generations of at most `capacity` keys each, so a key
+// not delivered for a while is forgotten (and a regression after it goes unseen).
+class KeyOrderWatch {
+ public:
+  explicit KeyOrderWatch(std::size_t capacity = 65536) : capacity_(capacity) {}
+  // Records a delivery; returns the key's id delivered before when it was higher.
+  std::optional<std::int64_t> delivered(const std::string& key, std::int64_t id);
+  // After an abandoned batch: delivered events not written back come again, legitimately.
+  void forget() {
+    current_.clear();
+    previous_.clear();
+  }
+
+ private:
+  std::size_t capacity_;
+  std::unordered_map<std::string, std::int64_t> current_;
+  std::unordered_map<std::string, std::int64_t> previous_;
+};
 
 // Publishes claimed batches and writes their outcome back: delivered events are
 // marked in one statement, failures recorded in one more. No transaction spans
@@ -141,6 +168,7 @@ class BatchPublisher {
   std::vector<std::size_t> produced_;      // batch index of each message sent
   std::vector<RetryDecision> unroutable_;  // found before sending: poison at once
   std::vector<OutboxEvent> kept_back_;     // claimed, not sent (see send())
+  KeyOrderWatch order_watch_;
 };
 
 }  // namespace outbox::relay

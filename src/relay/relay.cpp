@@ -94,9 +94,11 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
       deferred(r.counter("outbox_events_deferred_total",
                          "Events left pending, no attempt counted, because Kafka was unreachable",
                          labels)),
-      order_anomalies(r.counter("outbox_order_anomalies_total",
-                                "Events delivered after an earlier event of the same key failed",
-                                labels)),
+      order_anomalies(
+          r.counter("outbox_order_anomalies_total",
+                    "Events delivered out of their key's order: after an earlier event of "
+                    "the key failed, or after a later event (higher id) of the key",
+                    labels)),
       dead_lettered(r.counter("outbox_events_dead_lettered_total",
                               "Events moved to FAILED whose copy reached the dead-letter topic",
                               labels)),
@@ -140,6 +142,10 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
       shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", labels)),
       members(r.gauge("outbox_relay_members", "Live relay replicas on this table", labels)),
       database_up(r.gauge("outbox_database_up", "1 when the database session is up", labels)),
+      database_moved(r.gauge("outbox_database_moved",
+                             "1 while the relay refuses the table because its progress comes from "
+                             "another PostgreSQL cluster (run migrate --rebase)",
+                             labels)),
       dead_tuples(r.gauge("outbox_table_dead_tuples",
                           "Dead tuples in the outbox table (claims step over them until vacuum)",
                           labels)),
@@ -209,14 +215,20 @@ std::string Relay::problem() const {
   return problem_;
 }
 
+std::string Relay::problem_reason() const {
+  std::lock_guard lock(mu_);
+  return problem_reason_;
+}
+
 std::optional<Backlog> Relay::backlog() const {
   std::lock_guard lock(mu_);
   return backlog_;
 }
 
 // Logs a problem once when it appears or changes, and once when it clears.
-void Relay::set_problem(const std::string& problem) {
+void Relay::set_problem(const std::string& problem, const std::string& reason) {
   std::lock_guard lock(mu_);
+  problem_reason_ = reason;
   if (problem == problem_) {
     return;
   }
@@ -250,6 +262,7 @@ void Relay::run(std::stop_token stop) {
       Session session(config_.dsn, table_, {config_.columns, config_.shards},
                       config_.publish.per_key_order);
       went_online(session);
+      metrics_.database_moved.set(0);
       outages = 0;
       set_problem({});
       Pipeline pipeline(
@@ -265,6 +278,11 @@ void Relay::run(std::stop_token stop) {
     } catch (const pqxx::broken_connection& e) {
       set_problem("database unreachable (" + redact_dsn(config_.dsn) +
                   "): " + connection_failure(config_.dsn, e.what()));
+    } catch (const DatabaseMoved& e) {
+      // Reading on would count unread events as sent: publish nothing, say why, and look
+      // again after the backoff (someone runs migrate --rebase meanwhile).
+      metrics_.database_moved.set(1);
+      set_problem(e.what(), "DatabaseMoved");
     } catch (const SchemaError& e) {
       // Bad runtime configuration (no table, missing columns): stay up, not
       // ready, and say what to fix; someone may run migrate in the meantime.

@@ -83,6 +83,8 @@ struct RelayMetrics {
   metrics::Gauge& shards_owned;
   metrics::Gauge& members;
   metrics::Gauge& database_up;
+  // 1 while the table's progress belongs to another PostgreSQL cluster (DatabaseMoved).
+  metrics::Gauge& database_moved;
   metrics::Gauge& dead_tuples;
   metrics::Gauge& live_tuples;
   metrics::Gauge& oldest_transaction_seconds;
@@ -149,6 +151,9 @@ class Relay {
   bool ready() const { return ready_.load(); }
   // Why the relay is not working, in words for /readyz and status; empty when fine.
   std::string problem() const;
+  // The problem's reason in one CamelCase word when it has one of its own (DatabaseMoved),
+  // for the resource's Degraded condition; else empty.
+  std::string problem_reason() const;
   // Milliseconds since the loop last made progress (for /healthz).
   std::chrono::milliseconds since_last_beat() const;
   // The backlog last measured on the current database session; nullopt while the
@@ -222,7 +227,7 @@ class Relay {
                   const std::set<std::string>& held = {});
   void record(const BatchOutcome& outcome);
   void measure_backlog(Session& s);
-  void set_problem(const std::string& problem);
+  void set_problem(const std::string& problem, const std::string& reason = {});
   void beat();
 
   RelayConfig config_;
@@ -238,6 +243,7 @@ class Relay {
   std::atomic<bool> ready_{false};
   mutable std::mutex mu_;  // guards problem_ and backlog_
   std::string problem_;
+  std::string problem_reason_;
   std::optional<Backlog> backlog_;
   std::atomic<long long> last_beat_ms_{0};
   // Kafka unreachable: no claims until then (kept across database sessions).

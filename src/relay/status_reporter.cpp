@@ -61,10 +61,11 @@ bool StatusReporter::report_once() {
     reported = true;
   }
   if (!report.problem.empty()) {
-    const bool applied =
-        apply({{"relayProblem",
-                {{"pod", options_.pod}, {"message", report.problem}, {"reportedAt", now}}}},
-              kRelayProblemFieldManager);
+    Json problem = {{"pod", options_.pod}, {"message", report.problem}, {"reportedAt", now}};
+    if (!report.reason.empty()) {
+      problem["reason"] = report.reason;
+    }
+    const bool applied = apply({{"relayProblem", std::move(problem)}}, kRelayProblemFieldManager);
     problem_reported_ = problem_reported_ || applied;
     ok = ok && applied;
     reported = true;

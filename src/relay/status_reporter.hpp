@@ -31,6 +31,7 @@ namespace outbox::relay {
 struct RelayReport {
   std::optional<Backlog> backlog;  // nullopt: not measured this round (Relay::backlog())
   std::string problem;             // why the relay is not ready; empty when ready or starting
+  std::string reason;              // the problem's CamelCase reason, when it has one
 };
 
 struct StatusReporterOptions {

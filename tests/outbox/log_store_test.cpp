@@ -113,21 +113,43 @@ TEST(LogSchema, MigrateMakesAPartitionedTableWithProgressRetryAndAStatusView) {
   }
 }
 
-// A version 3 log table (no headers) passes inspection, and migrate adds the column to
-// the partitioned table and to _retry.
-TEST(LogSchema, AVersion3TableNeedsNoHeadersAndMigrateAddsThem) {
+// A version 3 log table (no headers, rows positioned by their own transaction id) is
+// refused until migrated: its order is not commit order. Migrate adds the headers column
+// to the partitioned table and to _retry, and the position function.
+TEST(LogSchema, AVersion3TableIsRefusedUntilMigrateAddsHeadersAndPositions) {
   LogTable t;
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction(conn).exec(
       "ALTER TABLE " + t.table.quoted() + " DROP COLUMN headers; ALTER TABLE " +
-      t.table.quoted_with_suffix("_retry") + " DROP COLUMN headers; UPDATE " +
-      outbox_meta(t.table) + " SET version = 3 WHERE table_name = '" + t.table.table() + "'");
-  EXPECT_FALSE(inspect_table(conn, t.table).headers);
+      t.table.quoted_with_suffix("_retry") + " DROP COLUMN headers; ALTER TABLE " +
+      t.table.quoted() + " ALTER COLUMN xid SET DEFAULT pg_current_xact_id(); UPDATE " +
+      outbox_meta(t.table) + " SET version = 3, cluster_id = NULL WHERE table_name = '" +
+      t.table.table() + "'");
+  try {
+    inspect_table(conn, t.table);
+    FAIL() << "a version 3 log table is not read";
+  } catch (const SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("run `outbox-operator migrate`"), std::string::npos)
+        << e.what();
+  }
   MigrationResult r =
       migrate(conn, t.table, MigrateOptions{kShards, TableMode::kLog, 100'000, std::nullopt});
-  ASSERT_EQ(r.applied.size(), 1u);
+  ASSERT_EQ(r.applied.size(), 2u);
   EXPECT_NE(r.applied[0].find("v4"), std::string::npos);
+  EXPECT_NE(r.applied[1].find("v5"), std::string::npos);
   EXPECT_TRUE(inspect_table(conn, t.table).headers);
+  // Rows inserted into a partition directly get a position too.
+  const auto defaults = pqxx::nontransaction(conn).exec_params(
+      "SELECT c.relname, pg_get_expr(d.adbin, d.adrelid) FROM pg_inherits i JOIN pg_class c ON "
+      "c.oid = i.inhrelid JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'xid' JOIN "
+      "pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum WHERE i.inhparent = "
+      "to_regclass($1)",
+      t.table.quoted());
+  ASSERT_EQ(defaults.size(), 3u) << "two partitions and the default one";
+  for (const auto& row : defaults) {
+    EXPECT_NE(row[1].as<std::string>().find("_position()"), std::string::npos)
+        << row[0].as<std::string>() << ": " << row[1].as<std::string>();
+  }
   auto retry_has = pqxx::nontransaction(conn).exec_params(
       "SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = "
       "$2 AND column_name = 'headers'",
@@ -152,6 +174,41 @@ TEST(LogClaims, ARowThatCommitsLateWithALowerIdIsReadAfterItCommitsNeverSkipped)
   EXPECT_EQ(got[1].biz_id, "b");
   EXPECT_LT(got[0].id, got[1].id);
   EXPECT_TRUE(reader.drain_once().empty()) << "nothing twice";
+}
+
+// The pair that broke log mode's order before version 5: B gets its transaction id first
+// (it writes another table), A then locks the key, inserts and commits, then B locks the
+// key, inserts and commits. Commit order A, B; B's transaction id is the lower.
+TEST(LogClaims, AKeysEventsComeInCommitOrderWhenTheLaterCommitterGotItsTransactionIdFirst) {
+  LogTable t;
+  const std::string keys = t.table.quoted_with_suffix("_keys");
+  pqxx::connection conn_a(t.dsn);
+  pqxx::connection conn_b(t.dsn);
+  pqxx::nontransaction(conn_a).exec("CREATE TABLE " + keys +
+                                    " (k text PRIMARY KEY, v bigint NOT NULL); INSERT INTO " +
+                                    keys + " VALUES ('k', 0)");
+  Reader reader(t);
+  for (int pair = 0; pair < 5; ++pair) {
+    pqxx::work b(conn_b);
+    b.exec("INSERT INTO " + keys + " VALUES ('other" + std::to_string(pair) + "', 0)");
+    {
+      pqxx::work a(conn_a);
+      const int v =
+          a.exec1("UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v")[0].as<int>();
+      t.insert(a, "k", v);
+      a.commit();
+    }
+    const int v =
+        b.exec1("UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v")[0].as<int>();
+    t.insert(b, "k", v);
+    b.commit();
+  }
+  const auto got = reader.drain(10);
+  ASSERT_EQ(got.size(), 10u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].payload, "{\"seq\": " + std::to_string(i + 1) + "}")
+        << "event " << i << " out of commit order";
+  }
 }
 
 TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
@@ -339,6 +396,88 @@ TEST(LogStore, ProgressIsStoredPerShardSoAnotherReaderStartsWhereTheFirstStopped
   EXPECT_EQ(second.drain(8).size(), 8u) << "the rest, nothing again";
 }
 
+// A table restored on another cluster: the identity recorded beside it differs. Every
+// reader refuses it, naming the rebase; the rebase records this cluster.
+TEST(LogMove, ATableRecordedForAnotherClusterIsRefusedUntilTheRebase) {
+  LogTable t;
+  t.insert_committed("k", 1);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec_params(
+      "UPDATE " + outbox_meta(t.table) + " SET cluster_id = '42' WHERE table_name = $1",
+      t.table.table());
+  try {
+    inspect_table(conn, t.table);
+    FAIL() << "a table from another cluster is refused";
+  } catch (const DatabaseMoved& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("another PostgreSQL cluster (system identifier 42"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("migrate --table " + t.table.plain() + " --rebase"), std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(run_retention(conn, t.table, RetentionConfig{}), DatabaseMoved)
+      << "cleanup drops nothing";
+  const RebaseResult r = rebase(conn, t.table);
+  EXPECT_EQ(r.recorded_cluster, "42");
+  EXPECT_EQ(r.offset, 0) << "this cluster's ids are ahead of every position: no offset";
+  EXPECT_NO_THROW(inspect_table(conn, t.table));
+  Reader reader(t);
+  EXPECT_EQ(reader.drain(1).size(), 1u) << "the unread event is read after the rebase";
+}
+
+// Progress restored ahead of this cluster's transaction ids (a dump of a busier cluster):
+// inserts fail rather than count as sent, readers refuse, and after the rebase new rows
+// sort after everything restored: read once, and nothing read before comes again.
+TEST(LogMove, ProgressAheadOfThisClustersIdsFailsInsertsUntilTheRebaseAndLosesNothing) {
+  LogTable t;
+  for (int i = 0; i < 3; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  {
+    Reader before(t);
+    ASSERT_EQ(before.drain(3).size(), 3u);
+  }
+  pqxx::connection conn(t.dsn);
+  // As if the table had been relayed up to two million ids beyond this cluster's.
+  pqxx::nontransaction(conn).exec(
+      "UPDATE " + t.table.quoted_with_suffix("_progress") +
+      " SET xid = (pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 2000000)::text::xid8");
+  try {
+    t.insert_committed("lost?", 10);  // a new session, as after a move
+    FAIL() << "an insert that would count as sent must fail";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_NE(std::string(e.what()).find("transaction ids are behind the table's progress"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    inspect_table(conn, t.table);
+    FAIL() << "progress ahead of this cluster is refused";
+  } catch (const DatabaseMoved& e) {
+    EXPECT_NE(std::string(e.what()).find("is ahead of this database's transaction ids"),
+              std::string::npos)
+        << e.what();
+  }
+  const RebaseResult r = rebase(conn, t.table);
+  EXPECT_GT(r.offset, 1'990'000) << "this cluster's ids lifted above the restored progress";
+  EXPECT_EQ(rebase(conn, t.table).offset, r.offset) << "idempotent";
+  t.insert_committed("new-a", 11);
+  t.insert_committed("new-b", 12);
+  Reader after(t);
+  EXPECT_EQ(after.info.position_offset, r.offset);
+  const auto got = after.drain(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].biz_id, "new-a");
+  EXPECT_EQ(got[1].biz_id, "new-b");
+  EXPECT_TRUE(after.drain_once().empty()) << "nothing restored is read again";
+  // Partitions follow positions: the ones ahead of the offset exist after maintenance.
+  after.store->maintain(all_shards());
+  pqxx::work tx(conn);
+  const auto parts = list_log_partitions(tx, t.table);
+  ASSERT_FALSE(parts.empty());
+  EXPECT_GT(parts.back().to, static_cast<std::uint64_t>(r.offset));
+}
+
 TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {
   LogTable t(1000);
   pqxx::connection conn(t.dsn);
@@ -349,17 +488,17 @@ TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {
       "DO $$ BEGIN FOR i IN 1..1200 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$");
   {
     pqxx::work tx(conn);
-    EXPECT_FALSE(ensure_log_partitions(tx, t.table, 1000).empty()) << "the next one ahead";
+    EXPECT_FALSE(ensure_log_partitions(tx, t.table, 1000, 0).empty()) << "the next one ahead";
     tx.commit();
   }
   t.insert_committed("k", 2);
-  PartitionCleanup before = drop_passed_partitions(conn, t.table, std::chrono::seconds(0));
+  PartitionCleanup before = drop_passed_partitions(conn, t.table, std::chrono::seconds(0), 0);
   EXPECT_TRUE(before.dropped.empty()) << "no shard has read anything yet";
   EXPECT_NE(before.held_back.find("not passed"), std::string::npos) << before.held_back;
   Reader reader(t);
   EXPECT_EQ(reader.drain(2).size(), 2u);
   reader.store->maintain(all_shards());  // idle shards move on too
-  PartitionCleanup after = drop_passed_partitions(conn, t.table, std::chrono::seconds(0));
+  PartitionCleanup after = drop_passed_partitions(conn, t.table, std::chrono::seconds(0), 0);
   ASSERT_FALSE(after.dropped.empty()) << after.held_back;
   pqxx::work tx(conn);
   EXPECT_EQ(tx.exec("SELECT count(*) FROM " + t.table.quoted())[0][0].as<int>(), 1)
