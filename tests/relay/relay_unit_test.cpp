@@ -141,6 +141,33 @@ TEST(JudgeDeliveries, AnOrderAnomalyIsCountedAndLoggedWithTheKeyAndBothEvents) {
   }
 }
 
+// A key's event delivered after a higher id of the key is noticed (what consumers see out of
+// order when writers do not lock the key, or after a replay), whatever batch it comes in;
+// the same id again (a redelivery) and other keys are not.
+TEST(KeyOrderWatch, NoticesALowerIdOfAKeyAfterAHigherOneAndNothingElse) {
+  relay::KeyOrderWatch watch;
+  EXPECT_FALSE(watch.delivered("k", 5));
+  EXPECT_FALSE(watch.delivered("other", 1)) << "keys are apart";
+  EXPECT_FALSE(watch.delivered("k", 7));
+  EXPECT_FALSE(watch.delivered("k", 7)) << "a redelivery is no regression";
+  EXPECT_EQ(watch.delivered("k", 6), 7) << "names the higher id delivered before";
+  EXPECT_EQ(watch.delivered("k", 6), 7) << "the highest stays remembered";
+  EXPECT_FALSE(watch.delivered("k", 8));
+  watch.forget();
+  EXPECT_FALSE(watch.delivered("k", 2)) << "after an abandoned batch the events come again";
+}
+
+// Memory is bounded: past its capacity a key is kept for one more generation, then dropped.
+TEST(KeyOrderWatch, RemembersAtMostTwoGenerationsOfKeys) {
+  relay::KeyOrderWatch watch(2);
+  EXPECT_FALSE(watch.delivered("a", 10));
+  EXPECT_FALSE(watch.delivered("b", 10));
+  EXPECT_FALSE(watch.delivered("c", 10));  // a and b move to the older generation
+  EXPECT_EQ(watch.delivered("a", 9), 10) << "still known one generation later";
+  EXPECT_FALSE(watch.delivered("d", 10));  // the generation that held b is dropped
+  EXPECT_FALSE(watch.delivered("b", 1)) << "forgotten";
+}
+
 TEST(JudgeDeliveries, InOrderOutcomesCountNoAnomalyAndLogNothing) {
   relay::PublishPolicy policy;
   std::mt19937_64 rng(1);
