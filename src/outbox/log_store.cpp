@@ -78,9 +78,9 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // holds the key's later ones until it is settled, as in status mode; events parked
   // behind it (never attempted) go together, so a busy key catches up in a few batches.
   // The ids in flight ($3) are left out through a hashed subplan, as in status mode.
-  // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1), of
-  // transactions below the oldest running one, in (xid, id) order from the primary
-  // key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
+  // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1),
+  // positioned below the oldest running transaction (the column xid holds the position:
+  // schema.cpp, version_5), in (xid, id) order from the primary key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
   // row of NULLs if a committed row of ours waits above that bound: the end of the
   // transaction holding it back sends no NOTIFY, so the relay must look again soon.
   // Such rows are after every cursor (a cursor only passes rows below an earlier
