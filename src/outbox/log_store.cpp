@@ -80,12 +80,13 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // The ids in flight ($3) are left out through a hashed subplan, as in status mode.
   // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1),
   // positioned below the oldest running transaction (the column xid holds the position:
-  // schema.cpp, version_5), in (xid, id) order from the primary key. UNION ALL returns the _retry rows first (claim_batch relies on it). Last, one
-  // row of NULLs if a committed row of ours waits above that bound: the end of the
-  // transaction holding it back sends no NOTIFY, so the relay must look again soon.
-  // Such rows are after every cursor (a cursor only passes rows below an earlier
-  // bound), and the bound alone starts the index scan at them; beside the cursor's
-  // row comparison, the scan would start at the cursor and step over the backlog.
+  // schema.cpp, version_5), in (xid, id) order from the primary key. UNION ALL returns
+  // the _retry rows first (claim_batch relies on it). Last, one row of NULLs if a
+  // committed row of ours waits above that bound: the end of the transaction holding it
+  // back sends no NOTIFY, so the relay must look again soon. Such rows are after every
+  // cursor (a cursor only passes rows below an earlier bound), and the bound alone
+  // starts the index scan at them; beside the cursor's row comparison, the scan would
+  // start at the cursor and step over the backlog.
   claim_sql_ =
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
