@@ -26,7 +26,7 @@ fi
 cd "${OUTBOX_BUILD_DIR:-$root/build}"
 rc=0
 for phase in $phases; do
-  services=(pg kafka kafka3 kube)
+  services=(pg pg2 kafka kafka3 kube)
   filter=(-LE cluster)
   if [ "$phase" = cluster ]; then services+=(node) filter=(-L cluster); fi
   env_file=$("$root/scripts/testbed/up.sh" "${services[@]}" | tail -n1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctl.sh <pg|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>
+# ctl.sh <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>
 # Controls one service of a test bed that up.sh initialised, on the ports that
 # up.sh recorded in $TESTBED_STATE, so tests can take a broker or the database
 # down and bring it back at the same address.
@@ -12,15 +12,17 @@
 # once (status: running only when all three are), `kafka3-N <action>` on node N alone
 # (node.id N), e.g. `ctl.sh kafka3-2 kill9` crashes one broker and `ctl.sh kafka3-2
 # start` brings it back; the other two keep the controller quorum meanwhile.
+# pg2 is the second PostgreSQL cluster (up.sh pg2), run exactly as pg.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-usage() { die "usage: $0 <pg|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>"; }
+usage() { die "usage: $0 <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>"; }
 [ $# -eq 2 ] || usage
 svc=$1 action=$2
 # kind: which functions below serve the service (the nodes of kafka3 share theirs).
 kind=$svc d="$TESTBED_STATE/$svc"
 case $svc in
   pg|kafka|kafka3|kube|node) ;;
+  pg2) kind=pg ;;
   kafka3-[123]) kind=kafka3node d="$TESTBED_STATE/kafka3/${svc#kafka3-}" ;;
   *) usage ;;
 esac
@@ -99,7 +101,7 @@ start_pg() {
   # postgres refuses to run as root; setpriv execs it as the postgres user.
   spawn "$d/pid" "$d/postgres.log" \
     setpriv --reuid=postgres --regid=postgres --init-groups "$PG_BIN/postgres" -D "$(cat "$d/pgroot")/data"
-  wait_ready pg "$d/pid" "$d/postgres.log" 60 pg_ready
+  wait_ready "$svc" "$d/pid" "$d/postgres.log" 60 pg_ready
 }
 start_kafka() {
   # Quote the classpath wildcard: the JVM expands it, not the shell.

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 purge=0
 case ${1:-} in --purge) purge=1 ;; "") ;; *) die "usage: $0 [--purge]" ;; esac
 rc=0
-for s in node kube kafka3 kafka pg; do
+for s in node kube kafka3 kafka pg2 pg; do
   [ -f "$TESTBED_STATE/$s/port" ] || continue
   "$TESTBED_DIR/ctl.sh" "$s" stop || rc=1
 done
@@ -15,9 +15,10 @@ done
 rm -f "$TESTBED_STATE/env"
 if [ "$purge" -eq 1 ]; then
   # PostgreSQL's data may live in /tmp (see up.sh), outside the state dir.
-  if [ -f "$TESTBED_STATE/pg/pgroot" ]; then
-    case $(cat "$TESTBED_STATE/pg/pgroot") in /tmp/outbox-testbed-pg.*) rm -rf "$(cat "$TESTBED_STATE/pg/pgroot")" ;; esac
-  fi
+  for s in pg pg2; do
+    [ -f "$TESTBED_STATE/$s/pgroot" ] || continue
+    case $(cat "$TESTBED_STATE/$s/pgroot") in /tmp/outbox-testbed-pg.*) rm -rf "$(cat "$TESTBED_STATE/$s/pgroot")" ;; esac
+  done
   rm -rf "$TESTBED_STATE"
 fi
 log "test bed down ($TESTBED_STATE)"

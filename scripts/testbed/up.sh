@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh [pg] [kafka] [kafka3] [kube] [node]   (default: pg kafka kube)
+# up.sh [pg] [pg2] [kafka] [kafka3] [kube] [node]   (default: pg kafka kube)
 # Starts a local test bed on free loopback ports, state and logs under
 # $TESTBED_STATE (default <repo>/.testbed/run), and writes $TESTBED_STATE/env
 # with the OUTBOX_TEST_* variables the tests read. The env file's path is the
@@ -15,7 +15,7 @@ as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
 services=("$@")
 [ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
 for s in "${services[@]}"; do
-  case $s in pg|kafka|kafka3|kube|node) ;; *) die "unknown service '$s' (pg, kafka, kafka3, kube, node)" ;; esac
+  case $s in pg|pg2|kafka|kafka3|kube|node) ;; *) die "unknown service '$s' (pg, pg2, kafka, kafka3, kube, node)" ;; esac
 done
 mkdir -p "$TESTBED_STATE"
 
@@ -28,8 +28,14 @@ abort() { # abort NAME [LOG [WHY]]: WHY given = the log's tail is not shown yet
 }
 
 # --- PostgreSQL 15 ----------------------------------------------------------------
-init_pg() {
-  local d=$TESTBED_STATE/pg pgroot port pw
+# pg is the database of every test. pg2 is a second cluster set up the same way but
+# initdb'ed on its own: another system identifier, and transaction ids that start low, as
+# a cluster a database is moved to by pg_dump/pg_restore (tests/relay/cluster_move_test).
+init_pg() { init_postgres pg; }
+init_pg2() { init_postgres pg2; }
+# init_postgres NAME: a fresh cluster in $TESTBED_STATE/NAME on a free port.
+init_postgres() {
+  local name=$1 d=$TESTBED_STATE/$1 pgroot port pw
   # A data dir left in /tmp by an earlier run of this state dir goes first.
   if [ -f "$d/pgroot" ]; then
     pgroot=$(cat "$d/pgroot"); case $pgroot in /tmp/outbox-testbed-pg.*) rm -rf "$pgroot" ;; esac
@@ -48,7 +54,7 @@ init_pg() {
   pw=$(openssl rand -hex 16) && echo "$pw" >"$d/password" && chmod 600 "$d/password"
   as_postgres "$PG_BIN/initdb" -D "$pgroot/data" -U postgres -E UTF8 --no-locale \
     --auth-local=trust --auth-host=scram-sha-256 >"$d/initdb.log" 2>&1 ||
-    abort pg "$d/initdb.log" "initdb failed"
+    abort "$name" "$d/initdb.log" "initdb failed"
   # Durability settings stay at their defaults: tests exercise real commits.
   # wal_level=logical lets a Debezium peer (benchmarks) read the same server.
   cat >>"$pgroot/data/postgresql.conf" <<EOC
@@ -73,15 +79,16 @@ host  replication all  127.0.0.1/32   scram-sha-256
 EOC
   chown postgres:postgres "$pgroot/data/postgresql.conf" "$pgroot/data/pg_hba.conf"
 }
+# setup_pg_role NAME: the role and database the tests use, on the cluster NAME.
 setup_pg_role() {
-  local d=$TESTBED_STATE/pg port pw
+  local name=$1 d=$TESTBED_STATE/$1 port pw
   port=$(cat "$d/port") pw=$(cat "$d/password")
   # Superuser so that tests can create tables, schemas and databases freely.
   "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$(cat "$d/pgroot")" -p "$port" -U postgres -d postgres \
     -c "CREATE ROLE outbox LOGIN SUPERUSER PASSWORD '$pw'" -c "CREATE DATABASE outbox OWNER outbox" \
-    >>"$d/setup.log" 2>&1 || abort pg "$d/setup.log" "creating role/database failed"
+    >>"$d/setup.log" 2>&1 || abort "$name" "$d/setup.log" "creating role/database failed"
   "$PG_BIN/psql" -X -q "postgresql://outbox:$pw@127.0.0.1:$port/outbox" -tAc 'select 1' >>"$d/setup.log" 2>&1 ||
-    abort pg "$d/setup.log" "password login over TCP failed"
+    abort "$name" "$d/setup.log" "password login over TCP failed"
 }
 
 # --- Kafka (KRaft, one combined broker+controller node) ----------------------------
@@ -456,6 +463,13 @@ write_env() {
       q OUTBOX_TEST_PG_PORT "$(cat "$s/pg/port")"
       q OUTBOX_TEST_PG_DSN "postgresql://outbox:$(cat "$s/pg/password")@127.0.0.1:$(cat "$s/pg/port")/outbox"
     fi
+    if up pg2; then
+      q OUTBOX_TEST_PG2_PORT "$(cat "$s/pg2/port")"
+      q OUTBOX_TEST_PG2_DSN "postgresql://outbox:$(cat "$s/pg2/password")@127.0.0.1:$(cat "$s/pg2/port")/outbox"
+    fi
+    # The client tools of the servers' version (pg_dump, pg_restore, psql), for tests that
+    # move a database from one cluster to the other.
+    if up pg || up pg2; then q OUTBOX_TEST_PG_BIN "$PG_BIN"; fi
     if up kafka; then
       q OUTBOX_TEST_KAFKA_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/port")"
       q OUTBOX_TEST_KAFKA_TLS_BOOTSTRAP "127.0.0.1:$(cat "$s/kafka/tls_port")"
@@ -497,7 +511,7 @@ for s in "${services[@]}"; do
   logs="$TESTBED_STATE/$s/*.log"
   [ "$s" != kafka3 ] || logs="$TESTBED_STATE/kafka3/*/kafka.log"  # one log per node
   "$ctl" "$s" start || abort "$s" "$logs"
-  [ "$s" != pg ] || setup_pg_role
+  case $s in pg|pg2) setup_pg_role "$s" ;; esac
   [ "$s" != kafka ] || check_kafka_topic
   [ "$s" != kafka3 ] || check_kafka3_topic
   log "$s up in $((SECONDS - ts)) s"

@@ -21,7 +21,11 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table,
   // the retry is not due, and also once it is, since the retry may fail again and
   // a later event sent beside it could be delivered meanwhile (to another topic
   // or partition, where nothing orders the two). So a due retry is claimed alone for its key, and
-  // its key's later events are claimed once it is marked sent or FAILED. e: candidates in id order
+  // its key's later events are claimed once it is marked sent or FAILED. Only an attempted
+  // event waits for its next_retry_time: a new row's is its transaction's start (the column's
+  // default), which under contention is not its commit order, and the claim's now() is taken
+  // before its snapshot, so a row committed in time but started after the claim's now() would
+  // be left out while a later commit of its key went ahead. e: candidates in id order
   // from the "_pending" index, which stays small however many sent rows the table holds. The
   // ids of the batch in flight ($3, up to a batch) are left out through a hashed subplan: the
   // generic plan cannot hash `<> ALL($3)` as a custom plan hashes a constant array, and
@@ -33,8 +37,8 @@ ClaimQueries::ClaimQueries(pqxx::connection& conn, const TableName& table,
       "to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " +
       std::string(options.headers ? "e.headers::text" : "NULL::text") +
       ", e.retry_count, e.shard FROM " + q + " e WHERE e.status = " + kPending +
-      " AND e.shard = ANY($1::int[]) AND e.next_retry_time <= now() AND e.id NOT IN (SELECT "
-      "unnest($3::bigint[]))";
+      " AND e.shard = ANY($1::int[]) AND (e.retry_count = 0 OR e.next_retry_time <= now()) AND "
+      "e.id NOT IN (SELECT unnest($3::bigint[]))";
   claim_sql_ = options.per_key_order
                    ? "WITH blocked AS MATERIALIZED (SELECT biz_id, min(id) AS head FROM " + q +
                          " WHERE status = " + kPending + " AND retry_count > 0 GROUP BY biz_id) " +

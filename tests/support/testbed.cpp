@@ -24,6 +24,12 @@ std::string require_env(const char* name) {
 std::string postgres_dsn() {
   return require_env("OUTBOX_TEST_PG_DSN");
 }
+std::string postgres2_dsn() {
+  return require_env("OUTBOX_TEST_PG2_DSN");
+}
+std::string postgres_bin() {
+  return require_env("OUTBOX_TEST_PG_BIN");
+}
 std::string kafka_bootstrap() {
   return require_env("OUTBOX_TEST_KAFKA_BOOTSTRAP");
 }

@@ -1,0 +1,412 @@
+// A log-mode outbox table moved to another PostgreSQL cluster by pg_dump and pg_restore
+// (issue 30). Positions are transaction ids, and a freshly initdb'ed cluster hands out lower
+// ones than the cluster the progress was recorded on: without a guard, every event inserted
+// after the move would sort below the restored progress and count as sent, unpublished. What
+// these tests hold the relay to: before `migrate --rebase` nothing is lost (an insert fails,
+// the relay and the on-call commands refuse, saying why and naming the fix); after it, new
+// events are published once and nothing sent from the first cluster is sent again.
+//
+// The second cluster is the test bed's pg2 (scripts/testbed/up.sh pg2). Each test works in
+// a schema of its own: outbox_meta, where a table's cluster is recorded, is per schema, and
+// `pg_dump -n` moves exactly that schema.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "jobs/cli_runner.hpp"
+#include "outbox/schema.hpp"
+#include "outbox/store.hpp"
+#include "relay_fixture.hpp"
+#include "support/child_process.hpp"
+#include "support/tcp_forwarder.hpp"
+#include "support/testbed.hpp"
+
+namespace outbox {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::consume_all;
+using testing::Consumed;
+using testing::distinct_seqs;
+using testing::eventually;
+using testing::missing_seqs;
+using testing::per_key_order_problem;
+using testing::run_cli;
+using testing::ThreadRelay;
+
+// How far the first cluster's transaction ids lead the second's when a test begins: far
+// more than the second hands out during a test (the restore, the relays, the rebase), so
+// that its ids stay behind the restored progress until the rebase, as after a real move.
+constexpr std::int64_t kXidLead = 20'000;
+
+// The parts of a test-bed DSN, postgresql://user:password@host:port/db: the client tools
+// get the password in their environment, never on their command line.
+struct Dsn {
+  std::string user, password, host, port, db;
+
+  static Dsn parse(const std::string& dsn) {
+    static const std::regex shape(R"(^postgresql://([^:@/]+):([^@/]+)@([^:/]+):(\d+)/([^?]+)$)");
+    std::smatch m;
+    if (!std::regex_match(dsn, m, shape)) {
+      throw std::invalid_argument("not a test-bed DSN (postgresql://user:password@host:port/db)");
+    }
+    return {m[1], m[2], m[3], m[4], m[5]};
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a client tool of the servers' version (pg_dump, pg_restore) against `dsn`, with
+// `args` after the connection options; throws with the tool's output if it fails.
+void run_pg_tool(const std::string& tool, const std::vector<std::string>& args,
+                 const std::string& dsn) {
+  const Dsn d = Dsn::parse(dsn);
+  std::vector<std::string> argv = {
+      testbed::postgres_bin() + "/" + tool, "-h", d.host, "-p", d.port, "-U", d.user, "-d", d.db};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = "/tmp/" + testbed::unique_name(tool) + ".log";
+  testbed::ChildProcess process(argv, {{"PGPASSWORD", d.password}}, log);
+  const int rc = process.wait(120s);
+  if (rc != 0) {
+    throw std::runtime_error(tool + " exited with " + std::to_string(rc) + ":\n" + read_file(log));
+  }
+  std::remove(log.c_str());
+}
+
+// The database moved as an operator moves it: pg_dump of the schema in the custom format on
+// `from`, pg_restore of it on `to` (owners kept: the test bed has the same roles on both).
+void move_schema(const std::string& schema, const std::string& from, const std::string& to) {
+  const std::string file = "/tmp/" + testbed::unique_name("cluster-move") + ".dump";
+  run_pg_tool("pg_dump", {"--format=custom", "--schema=" + schema, "--file=" + file}, from);
+  run_pg_tool("pg_restore", {"--exit-on-error", file}, to);
+  std::remove(file.c_str());
+}
+
+// The cluster's next transaction id (reading it assigns none).
+std::int64_t next_xid(const std::string& dsn) {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  return tx.exec("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")[0][0].as<std::int64_t>();
+}
+
+// Makes the transaction ids of `ahead` lead those of `behind` by at least `lead`, as on a
+// cluster that has served for a while beside a fresh one. One short transaction per id,
+// committed inside one DO block and without waiting for the WAL flush (not one round trip
+// and fsync each): 20,000 take about 0.2 s.
+void lead_by(const std::string& ahead, const std::string& behind, std::int64_t lead) {
+  const std::int64_t burn = next_xid(behind) + lead - next_xid(ahead);
+  if (burn <= 0) {
+    return;
+  }
+  pqxx::connection conn(ahead);
+  pqxx::nontransaction tx(conn);
+  tx.exec("SET synchronous_commit = off");
+  tx.exec("DO $$ BEGIN FOR i IN 1.." + std::to_string(burn) +
+          " LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$");
+}
+
+// What the relay's problem(), inspect and the insert guard must say of a moved table: why...
+bool names_the_move(const std::string& text) {
+  return text.find("another PostgreSQL cluster") != std::string::npos ||
+         text.find("behind") != std::string::npos;
+}
+// ...and the fix.
+bool names_the_rebase(const std::string& text, const TableName& table) {
+  return text.find("outbox-operator migrate --table " + table.plain() + " --rebase") !=
+         std::string::npos;
+}
+
+// The payload "seq" values in [from, to) that arrived more than once, as "3 (2 times), ..."
+// ("" when none did).
+std::string duplicated_seqs(const std::vector<Consumed>& messages, int from, int to) {
+  std::map<int, int> arrivals;
+  for (const auto& m : messages) {
+    ++arrivals[nlohmann::json::parse(m.payload).at("seq").get<int>()];
+  }
+  std::string out;
+  for (const auto& [seq, n] : arrivals) {
+    if (seq >= from && seq < to && n > 1) {
+      out += (out.empty() ? "" : ", ") + std::to_string(seq) + " (" + std::to_string(n) + " times)";
+    }
+  }
+  return out;
+}
+
+// The test's log-mode table, <schema>.outbox_event, made on the first cluster in a schema of
+// its own; the schema is dropped from both clusters at the end.
+struct MovedTable {
+  MovedTable()
+      : first(testbed::postgres_dsn()),
+        second(testbed::postgres2_dsn()),
+        schema(testbed::unique_name("move")),
+        table(TableName::parse(schema + ".outbox_event")),
+        topic(testbed::unique_name("topic")) {
+    pqxx::connection conn(first);
+    pqxx::nontransaction(conn).exec("CREATE SCHEMA " + schema);
+    MigrateOptions options;
+    options.shard_count = 16;
+    options.mode = TableMode::kLog;
+    migrate(conn, table, options);
+  }
+  ~MovedTable() {
+    for (const std::string* dsn : {&first, &second}) {
+      try {
+        pqxx::connection conn(*dsn);
+        pqxx::nontransaction(conn).exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+      } catch (const std::exception& e) {
+        std::cerr << "dropping schema " << schema << ": " << e.what() << "\n";
+      }
+    }
+  }
+  MovedTable(const MovedTable&) = delete;
+  MovedTable& operator=(const MovedTable&) = delete;
+
+  // n events in one committed transaction on `dsn`, with payloads {"seq", "key"} as the relay
+  // fixture writes them (keys k0..k6).
+  void insert(const std::string& dsn, int n, int start_seq) const {
+    pqxx::connection conn(dsn);
+    pqxx::work tx(conn);
+    for (int i = start_seq; i < start_seq + n; ++i) {
+      std::string key = "k";  // appended, not operator+: see OutboxTestTable::insert
+      key += std::to_string(i % 7);
+      enqueue(tx, table, "order", key, nlohmann::json{{"seq", i}, {"key", key}}.dump());
+    }
+    tx.commit();
+  }
+  // Events on `dsn` matching `where`, with their status as the "_status" view shows it.
+  long long count(const std::string& dsn, const std::string& where) const {
+    pqxx::connection conn(dsn);
+    pqxx::nontransaction tx(conn);
+    return tx
+        .exec("SELECT count(*) FROM " + table.quoted_with_suffix("_status") + " WHERE " +
+              where)[0][0]
+        .as<long long>();
+  }
+  // The relay fixture's settings (short intervals and backoffs), on `dsn`.
+  relay::RelayConfig relay_config(const std::string& dsn) const {
+    relay::RelayConfig c;
+    c.dsn = dsn;
+    c.table = table.plain();
+    c.kafka.bootstrap_servers = testbed::kafka_bootstrap();
+    c.kafka.message_timeout = 5s;
+    c.publish.router = relay::TopicRouter(topic, {});
+    c.batch_size = 100;
+    c.poll_interval = 500ms;
+    c.publish.backoff.initial = 200ms;
+    c.publish.backoff.max = 1000ms;
+    c.rebalance_interval = 200ms;
+    c.backlog_interval = 200ms;
+    return c;
+  }
+  // `migrate --table <t> --rebase` through the real binary against `dsn`, as an operator runs it.
+  testing::CliResult rebase(const std::string& dsn) const {
+    return run_cli(dsn,
+                   std::string(OUTBOX_BINARY) + " migrate --table " + table.plain() + " --rebase");
+  }
+
+  std::string first;   // where the table is made: the test bed's pg
+  std::string second;  // where it is moved to: pg2
+  std::string schema;
+  TableName table;
+  std::string topic;
+};
+
+// A login role of one name and password on both clusters, as a move brings the roles along
+// (pg_dumpall --roles-only): a relay's DSN stays valid when the address in it leads to the
+// other cluster. The test bed's `outbox` role has another password on each. A superuser, as
+// `outbox` is, so that it may do all a relay does to the tables `outbox` owns.
+struct SharedRole {
+  SharedRole() : name(testbed::unique_name("mover")), password(testbed::unique_name("pw")) {
+    for (const auto& dsn : {testbed::postgres_dsn(), testbed::postgres2_dsn()}) {
+      pqxx::connection conn(dsn);
+      pqxx::nontransaction(conn).exec("CREATE ROLE " + name + " LOGIN SUPERUSER PASSWORD '" +
+                                      password + "'");
+    }
+  }
+  ~SharedRole() {
+    for (const auto& dsn : {testbed::postgres_dsn(), testbed::postgres2_dsn()}) {
+      try {
+        pqxx::connection conn(dsn);
+        pqxx::nontransaction(conn).exec("DROP OWNED BY " + name + "; DROP ROLE " + name);
+      } catch (const std::exception& e) {
+        std::cerr << "dropping role " << name << ": " << e.what() << "\n";
+      }
+    }
+  }
+  SharedRole(const SharedRole&) = delete;
+  SharedRole& operator=(const SharedRole&) = delete;
+
+  // This role's DSN for the database `outbox` at 127.0.0.1:port.
+  std::string dsn(int port) const {
+    return "postgresql://" + name + ":" + password + "@127.0.0.1:" + std::to_string(port) + "/" +
+           Dsn::parse(testbed::postgres_dsn()).db;
+  }
+
+  std::string name;
+  std::string password;
+};
+
+int port_of(const std::string& dsn) {
+  return std::stoi(Dsn::parse(dsn).port);
+}
+
+TEST(ClusterMove, ADumpRestoredIntoANewClusterLosesNothingAndResendsNothingAfterTheRebase) {
+  MovedTable t;
+  lead_by(t.first, t.second, kXidLead);
+
+  // On the first cluster: 300 events, published and marked before the dump, so that the
+  // progress moves with them.
+  t.insert(t.first, 300, 0);
+  {
+    ThreadRelay relay(t.relay_config(t.first));
+    ASSERT_TRUE(eventually([&] { return t.count(t.first, "status = 1") == 300; }, 60s))
+        << t.count(t.first, "status = 1")
+        << " of 300 marked; problem(): " << relay.relay().problem();
+  }
+  ASSERT_EQ(consume_all({t.topic}, 300, 30s, 2s).size(), 300u);
+
+  move_schema(t.schema, t.first, t.second);
+  ASSERT_GT(t.count(t.second, "status = 1"), 0) << "the progress came along";
+
+  // Before the rebase, an insert fails instead of being counted as sent...
+  std::string refused;
+  try {
+    pqxx::connection conn(t.second);
+    pqxx::work tx(conn);
+    enqueue(tx, t.table, "order", "k0", R"({"seq": 100000, "key": "k0"})");
+    tx.commit();
+  } catch (const pqxx::sql_error& e) {
+    refused = e.what();
+  }
+  EXPECT_TRUE(names_the_move(refused))
+      << "an insert whose position is behind the restored progress must fail, saying why; "
+      << (refused.empty() ? "it committed (the event counts as sent, unpublished)" : refused);
+  EXPECT_NE(refused.find("--rebase"), std::string::npos) << refused;
+  std::cout << "[ cluster move ] the insert before the rebase: "
+            << (refused.empty() ? "committed" : "refused: " + refused) << "\n";
+
+  // ...inspect refuses the table, with the reason and the fix...
+  const auto inspect =
+      run_cli(t.second, std::string(OUTBOX_BINARY) + " inspect --table " + t.table.plain());
+  EXPECT_NE(inspect.exit_code, 0) << inspect.output;
+  EXPECT_TRUE(names_the_move(inspect.output)) << inspect.output;
+  EXPECT_TRUE(names_the_rebase(inspect.output, t.table)) << inspect.output;
+  std::cout << "[ cluster move ] inspect said: " << inspect.output << "\n";
+
+  // ...and a relay stays up, not ready, saying why, and publishes nothing.
+  {
+    ThreadRelay relay(t.relay_config(t.second));
+    EXPECT_TRUE(eventually(
+        [&] {
+          const std::string p = relay.relay().problem();
+          return names_the_move(p) && names_the_rebase(p, t.table);
+        },
+        15s))
+        << "problem(): " << relay.relay().problem();
+    EXPECT_FALSE(relay.relay().ready());
+    EXPECT_EQ(consume_all({t.topic}, 301, 3s, 0ms).size(), 300u)
+        << "nothing is published before the rebase";
+  }
+
+  const auto rebase = t.rebase(t.second);
+  ASSERT_EQ(rebase.exit_code, 0) << rebase.output;
+
+  // After it: inserts work, and a relay on the second cluster publishes them, each once, and
+  // none of the 300 sent from the first cluster again.
+  t.insert(t.second, 200, 300);
+  ThreadRelay relay(t.relay_config(t.second));
+  EXPECT_TRUE(eventually([&] { return t.count(t.second, "status <> 1") == 0; }, 60s))
+      << t.count(t.second, "status <> 1")
+      << " events not sent; problem(): " << relay.relay().problem();
+  EXPECT_EQ(t.count(t.second, "true"), 500);
+  EXPECT_TRUE(relay.relay().ready()) << relay.relay().problem();
+  const auto got = consume_all({t.topic}, 500, 60s, 3s);
+  EXPECT_EQ(got.size(), 500u) << "each event once";
+  EXPECT_EQ(distinct_seqs(got), 500u);
+  EXPECT_EQ(missing_seqs(got, 500), "");
+  EXPECT_EQ(duplicated_seqs(got, 0, 300), "") << "sent from the first cluster, sent again";
+  EXPECT_EQ(duplicated_seqs(got, 300, 500), "");
+  EXPECT_EQ(per_key_order_problem(got), "");
+}
+
+TEST(ClusterMove, AClusterMoveUnderARunningRelayStopsItWithTheReasonAndItResumesAfterTheRebase) {
+  SharedRole role;
+  MovedTable t;
+  lead_by(t.first, t.second, kXidLead);
+  // The relay's DSN names the forwarder, the address the database is known by; it leads to
+  // the first cluster until the move.
+  testbed::TcpForwarder database(port_of(t.first));
+  ThreadRelay relay(t.relay_config(role.dsn(database.port())));
+
+  // Events flow: 100 events in 10 transactions while the relay runs.
+  for (int i = 0; i < 10; ++i) {
+    t.insert(t.first, 10, i * 10);
+    std::this_thread::sleep_for(100ms);
+  }
+  // The writers have stopped; the move waits until all they wrote is published and marked,
+  // as a planned move does (what is marked after the dump would be sent again).
+  ASSERT_TRUE(eventually([&] { return t.count(t.first, "status = 1") == 100; }, 60s))
+      << t.count(t.first, "status = 1") << " of 100 marked; problem(): " << relay.relay().problem();
+
+  move_schema(t.schema, t.first, t.second);
+  // The address now leads to the second cluster; the relay's sessions are cut, and it
+  // reconnects there.
+  const auto moved = Clock::now();
+  database.retarget(port_of(t.second));
+  EXPECT_TRUE(eventually(
+      [&] {
+        const std::string p = relay.relay().problem();
+        return names_the_move(p) && names_the_rebase(p, t.table);
+      },
+      10s))
+      << "problem(): " << relay.relay().problem();
+  std::cout << "[ cluster move ] "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - moved).count()
+            << " ms after the cut, the relay's problem(): " << relay.relay().problem() << "\n";
+  EXPECT_FALSE(relay.relay().ready());
+  EXPECT_EQ(consume_all({t.topic}, 101, 3s, 0ms).size(), 100u)
+      << "nothing is published before the rebase";
+
+  const auto rebase = t.rebase(t.second);
+  ASSERT_EQ(rebase.exit_code, 0) << rebase.output;
+
+  // The same relay, still running, resumes on the second cluster: the new events once, none
+  // of the first cluster's again.
+  t.insert(t.second, 100, 100);
+  EXPECT_TRUE(eventually([&] { return t.count(t.second, "status <> 1") == 0; }, 90s))
+      << t.count(t.second, "status <> 1")
+      << " events not sent; problem(): " << relay.relay().problem();
+  EXPECT_TRUE(eventually([&] { return relay.relay().ready(); }, 10s)) << relay.relay().problem();
+  EXPECT_EQ(relay.relay().problem(), "");
+  const auto got = consume_all({t.topic}, 200, 60s, 3s);
+  EXPECT_EQ(got.size(), 200u) << "each event once";
+  EXPECT_EQ(distinct_seqs(got), 200u);
+  EXPECT_EQ(missing_seqs(got, 200), "");
+  EXPECT_EQ(duplicated_seqs(got, 0, 100), "") << "sent from the first cluster, sent again";
+  EXPECT_EQ(duplicated_seqs(got, 100, 200), "");
+  EXPECT_EQ(per_key_order_problem(got), "");
+  relay.stop();
+}
+
+}  // namespace
+}  // namespace outbox
