@@ -50,7 +50,7 @@ print("\n".join(problems))
 PY
 )
 expect_eq "every alert has a firing and a quiet test case, a summary, a description, a runbook_url and a severity" "$out" ""
-expect_eq "ten alerts" "$(alert_names "$tmp/rules.yaml" | wc -l)" "10"
+expect_eq "eleven alerts" "$(alert_names "$tmp/rules.yaml" | wc -l)" "11"
 
 # Values reach the rules.
 render_rules "$tmp/custom.yaml" --set metrics.prometheusRule.runbookBaseUrl=https://wiki.example.com/outbox/ \
