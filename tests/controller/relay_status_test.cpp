@@ -255,6 +255,12 @@ TEST(RelayStatus, StalledAndDegradedNameWhatAPersonMustFix) {
   EXPECT_EQ(d.at("message"),
             "Relay pod orders-relay-1 reports: table public.outbox is not migrated: run migrate");
   EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Stalled").at("status"), "True");
+  // A relay that names its reason (a table restored on another cluster) gets it as the
+  // condition's reason, which alerts and `kubectl get obr` show.
+  Json moved = r;
+  moved["status"]["relayProblem"]["reason"] = "DatabaseMoved";
+  EXPECT_EQ(find_condition(status_of(moved, std::nullopt), "Degraded").at("reason"),
+            "DatabaseMoved");
   r["status"]["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
   EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Degraded").at("status"), "False");
   EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Stalled").at("status"), "False");
