@@ -211,6 +211,51 @@ TEST(LogClaims, AKeysEventsComeInCommitOrderWhenTheLaterCommitterGotItsTransacti
   }
 }
 
+// The same pair under REPEATABLE READ, the key's lock an UPDATE of its row: B's snapshot
+// (taken at its first statement) predates A's commit, so PostgreSQL refuses B's update and
+// B runs again, as such writers must; its retry inserts after A's commit, and comes after.
+TEST(LogClaims, UnderRepeatableReadAnUpdatedKeysEventsComeInCommitOrder) {
+  LogTable t;
+  const std::string keys = t.table.quoted_with_suffix("_keys");
+  pqxx::connection conn_a(t.dsn);
+  pqxx::connection conn_b(t.dsn);
+  pqxx::nontransaction(conn_a).exec("CREATE TABLE " + keys +
+                                    " (k text PRIMARY KEY, v bigint NOT NULL); INSERT INTO " +
+                                    keys + " VALUES ('k', 0)");
+  Reader reader(t);
+  const std::string bump = "UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v";
+  int retries = 0;
+  for (int pair = 0; pair < 5; ++pair) {
+    pqxx::work b(conn_b);
+    b.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+    b.exec("INSERT INTO " + keys + " VALUES ('rr" + std::to_string(pair) + "', 0)");
+    {
+      pqxx::work a(conn_a);
+      t.insert(a, "k", a.exec1(bump)[0].as<int>());
+      a.commit();
+    }
+    try {
+      t.insert(b, "k", b.exec1(bump)[0].as<int>());
+      b.commit();
+    } catch (const pqxx::serialization_failure&) {
+      b.abort();
+      ++retries;
+      pqxx::work again(conn_b);
+      again.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+      again.exec("INSERT INTO " + keys + " VALUES ('rr" + std::to_string(pair) + "', 0)");
+      t.insert(again, "k", again.exec1(bump)[0].as<int>());
+      again.commit();
+    }
+  }
+  EXPECT_EQ(retries, 5) << "each B saw A's commit only after running again";
+  const auto got = reader.drain(10);
+  ASSERT_EQ(got.size(), 10u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].payload, "{\"seq\": " + std::to_string(i + 1) + "}")
+        << "event " << i << " out of commit order";
+  }
+}
+
 TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
   LogTable t;
   Reader reader(t);
