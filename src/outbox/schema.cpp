@@ -165,8 +165,7 @@ std::vector<std::string> version_4(const TableName& t, const std::string& payloa
 // session never outlives a move, and its positions never decrease, so once one is above
 // the progress every later one is. The check reads every shard's progress; skipping it
 // keeps the function's cost near the plain default's.
-std::vector<std::string> version_5(const TableName& t, std::int64_t offset) {
-  const std::string fn = t.quoted_with_suffix("_position");
+std::string position_function(const TableName& t, std::int64_t offset) {
   const std::string progress = t.quoted_with_suffix("_progress");
   // A setting's name is a plain identifier: the table's name hashed (FNV-1a, stable).
   std::uint64_t h = 14695981039346656037ULL;
@@ -174,23 +173,28 @@ std::vector<std::string> version_5(const TableName& t, std::int64_t offset) {
     h = (h ^ c) * 1099511628211ULL;
   }
   const std::string checked = "'outbox.position_checked_" + std::to_string(h) + "'";
+  return "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_position") +
+         "() RETURNS xid8 LANGUAGE plpgsql VOLATILE AS $f$ DECLARE p bigint; BEGIN p := "
+         "greatest(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1, "
+         "pg_current_xact_id()::text::bigint) + " +
+         std::to_string(offset) + "; IF current_setting(" + checked +
+         ", true) IS DISTINCT FROM 'on' THEN IF p <= (SELECT max(xid)::text::bigint FROM " +
+         progress + ") THEN RAISE EXCEPTION 'outbox table " + t.plain() +
+         ": this database''s transaction ids are behind the table''s progress, which comes "
+         "from another PostgreSQL cluster; the event would count as sent' USING HINT = 'run "
+         "outbox-operator migrate --table " +
+         t.plain() + " --rebase'; END IF; PERFORM set_config(" + checked +
+         ", 'on', false); END IF; RETURN p::text::xid8; END $f$";
+}
+
+std::vector<std::string> version_5(const TableName& t) {
   return {
-      "CREATE OR REPLACE FUNCTION " + fn +
-          "() RETURNS xid8 LANGUAGE plpgsql VOLATILE AS $f$ DECLARE p bigint; BEGIN p := "
-          "greatest(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1, "
-          "pg_current_xact_id()::text::bigint) + " +
-          std::to_string(offset) + "; IF current_setting(" + checked +
-          ", true) IS DISTINCT FROM 'on' THEN IF p <= (SELECT max(xid)::text::bigint FROM " +
-          progress + ") THEN RAISE EXCEPTION 'outbox table " + t.plain() +
-          ": this database''s transaction ids are behind the table''s progress, which comes "
-          "from another PostgreSQL cluster; the event would count as sent' USING HINT = 'run "
-          "outbox-operator migrate --table " +
-          t.plain() + " --rebase'; END IF; PERFORM set_config(" + checked +
-          ", 'on', false); END IF; RETURN p::text::xid8; END $f$",
+      position_function(t, 0),
       // Every role that inserts events runs the guard.
-      "GRANT SELECT ON " + progress + " TO PUBLIC",
+      "GRANT SELECT ON " + t.quoted_with_suffix("_progress") + " TO PUBLIC",
       // Recurses to the partitions (rows inserted into one directly get it too).
-      "ALTER TABLE " + t.quoted() + " ALTER COLUMN xid SET DEFAULT " + fn + "()",
+      "ALTER TABLE " + t.quoted() + " ALTER COLUMN xid SET DEFAULT " +
+          t.quoted_with_suffix("_position") + "()",
   };
 }
 
@@ -261,7 +265,7 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   for (const auto& stmt : version_4(t, payload)) {
     tx.exec(stmt);
   }
-  for (const auto& stmt : version_5(t, 0)) {
+  for (const auto& stmt : version_5(t)) {
     tx.exec(stmt);
   }
   ensure_log_partitions(tx, t, partition_xids, 0);
@@ -334,6 +338,9 @@ struct MetaRow {
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;
   bool adopted = false;  // a table the relay did not create, relayed through <table>_relay
+  std::string adopted_into;
+  std::string cluster_id;  // log mode, version 5: "" until recorded
+  std::int64_t position_offset = 0;
 };
 
 // The meta table, with the columns of every version (v3 added mode and partition_xids,
@@ -348,15 +355,21 @@ std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& ta
           "IF NOT EXISTS columns jsonb, ADD COLUMN IF NOT EXISTS cluster_id text, ADD COLUMN IF "
           "NOT EXISTS position_offset bigint NOT NULL DEFAULT 0");
   auto row = tx.exec_params(
-      "SELECT version, shard_count, mode, COALESCE(partition_xids, 0), "
-      "adopted_into IS NOT NULL FROM " +
+      "SELECT version, shard_count, mode, COALESCE(partition_xids, 0), adopted_into IS NOT NULL, "
+      "COALESCE(adopted_into, ''), COALESCE(cluster_id, ''), position_offset FROM " +
           outbox_meta(table) + " WHERE table_name = $1",
       table.table());
   if (row.empty()) {
     return std::nullopt;
   }
-  return MetaRow{row[0][0].as<int>(), row[0][1].as<int>(), parse_mode(row[0][2].as<std::string>()),
-                 row[0][3].as<std::int64_t>(), row[0][4].as<bool>()};
+  return MetaRow{row[0][0].as<int>(),
+                 row[0][1].as<int>(),
+                 parse_mode(row[0][2].as<std::string>()),
+                 row[0][3].as<std::int64_t>(),
+                 row[0][4].as<bool>(),
+                 row[0][5].as<std::string>(),
+                 row[0][6].as<std::string>(),
+                 row[0][7].as<std::int64_t>()};
 }
 
 // An existing table asked for another payload type than it has: refused, the type
@@ -427,7 +440,7 @@ void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int f
     result.applied.push_back("v4: a headers column copied into Kafka headers");
   }
   if (from_version < 5) {
-    for (const auto& stmt : version_5(table, 0)) {
+    for (const auto& stmt : version_5(table)) {
       tx.exec(stmt);
     }
     result.applied.push_back(
@@ -515,12 +528,8 @@ RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
                       ".outbox_meta: nothing to rebase (run `outbox-operator migrate` first)");
   }
   if (meta->adopted) {
-    const auto into =
-        tx.exec_params1("SELECT adopted_into FROM " + outbox_meta(table) + " WHERE table_name = $1",
-                        table.table())[0]
-            .as<std::string>();
     tx.commit();
-    return rebase(conn, TableName::parse(table.schema() + "." + into));
+    return rebase(conn, TableName::parse(table.schema() + "." + meta->adopted_into));
   }
   if (meta->mode != TableMode::kLog) {
     throw SchemaError("table " + table.plain() +
@@ -532,11 +541,8 @@ RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
                       std::to_string(meta->version) + ": run `outbox-operator migrate` first");
   }
   RebaseResult result;
-  const auto recorded = tx.exec_params1(
-      "SELECT cluster_id, position_offset FROM " + outbox_meta(table) + " WHERE table_name = $1",
-      table.table());
-  result.recorded_cluster = recorded[0].as<std::string>("");
-  result.offset_before = recorded[1].as<std::int64_t>();
+  result.recorded_cluster = meta->cluster_id;
+  result.offset_before = meta->position_offset;
   // The highest position anywhere in the table, and this cluster's position now without
   // an offset (a later insert's is at least that).
   const auto r = tx.exec1(std::string("SELECT ") + kClusterIdSql +
@@ -552,7 +558,7 @@ RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
                      " SET cluster_id = $2, position_offset = $3, updated_at = now() WHERE "
                      "table_name = $1",
                  table.table(), result.cluster, result.offset);
-  tx.exec(version_5(table, result.offset).front());  // the position function, new offset
+  tx.exec(position_function(table, result.offset));
   tx.commit();
   return result;
 }
