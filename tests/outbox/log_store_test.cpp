@@ -176,39 +176,59 @@ TEST(LogClaims, ARowThatCommitsLateWithALowerIdIsReadAfterItCommitsNeverSkipped)
   EXPECT_TRUE(reader.drain_once().empty()) << "nothing twice";
 }
 
+// A key whose row writers update before inserting its event (the lock they serialise on),
+// with v, the row's value after the update, as the event's "seq": seq is commit order.
+struct LockedKey {
+  explicit LockedKey(LogTable& t) : table(t), keys(t.table.quoted_with_suffix("_keys")) {
+    pqxx::connection conn(t.dsn);
+    pqxx::nontransaction(conn).exec("CREATE TABLE " + keys +
+                                    " (k text PRIMARY KEY, v bigint NOT NULL); INSERT INTO " +
+                                    keys + " VALUES ('k', 0)");
+  }
+  // Takes a transaction id without touching the key (a write to another row).
+  void write_elsewhere(pqxx::transaction_base& tx, const std::string& row) {
+    tx.exec("INSERT INTO " + keys + " VALUES ('" + row + "', 0)");
+  }
+  void bump_and_insert(pqxx::transaction_base& tx) {
+    table.insert(
+        tx, "k",
+        tx.exec1("UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v")[0].as<int>());
+  }
+  LogTable& table;
+  std::string keys;
+};
+
+// Reads `n` events and expects them in commit order (seq 1, 2, ...).
+void expect_commit_order(Reader& reader, std::size_t n) {
+  const auto got = reader.drain(n);
+  ASSERT_EQ(got.size(), n);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].payload, "{\"seq\": " + std::to_string(i + 1) + "}")
+        << "event " << i << " out of commit order";
+  }
+}
+
 // The pair that broke log mode's order before version 5: B gets its transaction id first
 // (it writes another table), A then locks the key, inserts and commits, then B locks the
 // key, inserts and commits. Commit order A, B; B's transaction id is the lower.
 TEST(LogClaims, AKeysEventsComeInCommitOrderWhenTheLaterCommitterGotItsTransactionIdFirst) {
   LogTable t;
-  const std::string keys = t.table.quoted_with_suffix("_keys");
+  LockedKey key(t);
   pqxx::connection conn_a(t.dsn);
   pqxx::connection conn_b(t.dsn);
-  pqxx::nontransaction(conn_a).exec("CREATE TABLE " + keys +
-                                    " (k text PRIMARY KEY, v bigint NOT NULL); INSERT INTO " +
-                                    keys + " VALUES ('k', 0)");
   Reader reader(t);
   for (int pair = 0; pair < 5; ++pair) {
     pqxx::work b(conn_b);
-    b.exec("INSERT INTO " + keys + " VALUES ('other" + std::to_string(pair) + "', 0)");
+    key.write_elsewhere(b, "other" + std::to_string(pair));
     {
       pqxx::work a(conn_a);
-      const int v =
-          a.exec1("UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v")[0].as<int>();
-      t.insert(a, "k", v);
+      key.bump_and_insert(a);
       a.commit();
     }
-    const int v =
-        b.exec1("UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v")[0].as<int>();
-    t.insert(b, "k", v);
+    key.bump_and_insert(b);
     b.commit();
   }
-  const auto got = reader.drain(10);
-  ASSERT_EQ(got.size(), 10u);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].payload, "{\"seq\": " + std::to_string(i + 1) + "}")
-        << "event " << i << " out of commit order";
-  }
+  expect_commit_order(reader, 10);
 }
 
 // The same pair under REPEATABLE READ, the key's lock an UPDATE of its row: B's snapshot
@@ -216,44 +236,36 @@ TEST(LogClaims, AKeysEventsComeInCommitOrderWhenTheLaterCommitterGotItsTransacti
 // B runs again, as such writers must; its retry inserts after A's commit, and comes after.
 TEST(LogClaims, UnderRepeatableReadAnUpdatedKeysEventsComeInCommitOrder) {
   LogTable t;
-  const std::string keys = t.table.quoted_with_suffix("_keys");
+  LockedKey key(t);
   pqxx::connection conn_a(t.dsn);
   pqxx::connection conn_b(t.dsn);
-  pqxx::nontransaction(conn_a).exec("CREATE TABLE " + keys +
-                                    " (k text PRIMARY KEY, v bigint NOT NULL); INSERT INTO " +
-                                    keys + " VALUES ('k', 0)");
   Reader reader(t);
-  const std::string bump = "UPDATE " + keys + " SET v = v + 1 WHERE k = 'k' RETURNING v";
   int retries = 0;
   for (int pair = 0; pair < 5; ++pair) {
+    const std::string row = "rr" + std::to_string(pair);
     pqxx::work b(conn_b);
     b.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
-    b.exec("INSERT INTO " + keys + " VALUES ('rr" + std::to_string(pair) + "', 0)");
+    key.write_elsewhere(b, row);
     {
       pqxx::work a(conn_a);
-      t.insert(a, "k", a.exec1(bump)[0].as<int>());
+      key.bump_and_insert(a);
       a.commit();
     }
     try {
-      t.insert(b, "k", b.exec1(bump)[0].as<int>());
+      key.bump_and_insert(b);
       b.commit();
     } catch (const pqxx::serialization_failure&) {
       b.abort();
       ++retries;
       pqxx::work again(conn_b);
       again.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
-      again.exec("INSERT INTO " + keys + " VALUES ('rr" + std::to_string(pair) + "', 0)");
-      t.insert(again, "k", again.exec1(bump)[0].as<int>());
+      key.write_elsewhere(again, row);
+      key.bump_and_insert(again);
       again.commit();
     }
   }
   EXPECT_EQ(retries, 5) << "each B saw A's commit only after running again";
-  const auto got = reader.drain(10);
-  ASSERT_EQ(got.size(), 10u);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].payload, "{\"seq\": " + std::to_string(i + 1) + "}")
-        << "event " << i << " out of commit order";
-  }
+  expect_commit_order(reader, 10);
 }
 
 TEST(LogClaims, ALongTransactionHoldsReadsBackAndLosesNothing) {
