@@ -1,5 +1,6 @@
 #include "cli/database_options.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -10,7 +11,8 @@ namespace outbox::cli {
 
 void DatabaseOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--dsn", dsn,
-                 "libpq connection string (prefer --dsn-file or OUTBOX_DSN from a Secret)")
+                 "libpq connection string (prefer --dsn-file: a value here is visible in the "
+                 "process's argv or environment)")
       ->envname("OUTBOX_DSN")
       ->configurable(false);  // a credential: never from the settings file
   cmd.add_option("--dsn-file", dsn_file, "file holding the connection string (a mounted Secret)")
@@ -51,6 +53,14 @@ std::string DatabaseOptions::resolve_dsn() const {
     return dsn;
   }
   if (!dsn_file.empty()) {
+    // The operator mounts only the key its spec names, as a file of the same name, and leaves
+    // it out when the Secret lacks that key: say so, since this line is what the OutboxRelay's
+    // Ready condition quotes.
+    if (!std::filesystem::exists(dsn_file)) {
+      throw std::invalid_argument(
+          "the DSN file " + dsn_file + " does not exist (mounted from a Secret: the Secret has " +
+          "no key \"" + std::filesystem::path(dsn_file).filename().string() + "\")");
+    }
     return read_secret_file(dsn_file);
   }
   throw std::invalid_argument("no database given: set --dsn-file, OUTBOX_DSN_FILE or OUTBOX_DSN");

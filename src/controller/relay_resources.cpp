@@ -14,11 +14,9 @@
 namespace outbox::controller {
 namespace {
 
-// Kubernetes expands $(VAR) in container args from the container's environment,
-// which holds the DSN and the Kafka Secret's values: a spec string such as
-// "$(OUTBOX_DSN)" would otherwise put the password into the process's argv. `$$`
-// is Kubernetes' escape for a literal `$`, so every `$` of a spec string is
-// doubled; only the args' own $(OUTBOX_KAFKA_PROPERTY_i) references expand.
+// Kubernetes expands $(VAR) in container args from the container's environment: a spec
+// string must reach the process as written, whatever the environment holds now or later.
+// `$$` is Kubernetes' escape for a literal `$`, so every `$` of a spec string is doubled.
 std::string literal(std::string_view spec_text) {
   std::string out;
   for (char c : spec_text) {
@@ -101,22 +99,35 @@ constexpr std::size_t kMaxRequeueToken = 63;
 // Where the pods see the Kafka Secret: one file per key, read by --kafka-config-dir.
 const char kKafkaConfigDir[] = "/etc/outbox/kafka";
 
-// The DSN reaches the process as an environment variable from a secretKeyRef, never through the
-// pod spec or an argument list. A missing key then stops the container before it starts, with
-// the kubelet's CreateContainerConfigError naming the Secret and the key (the operator reads
-// Secrets' metadata only, so this is where a missing key shows).
-Json dsn_env(const Json& relay) {
-  return Json::array({{{"name", "OUTBOX_DSN"},
-                       {"valueFrom",
-                        {{"secretKeyRef",
-                          {{"name", relay.at("/spec/database/dsnSecretRef/name"_json_pointer)},
-                           {"key", relay.at("/spec/database/dsnSecretRef/key"_json_pointer)}}}}}}});
+// Where the pods see the DSN: the one key of the Secret that spec.database.dsnSecretRef names,
+// as a file of the same name, read through OUTBOX_DSN_FILE (a path, not a credential). Never an
+// environment variable: `kubectl exec` and /proc/<pid>/environ would show it to anyone who may
+// exec into the pod.
+const char kDatabaseDir[] = "/etc/outbox/database";
+
+std::string dsn_file(const Json& relay) {
+  return std::string(kDatabaseDir) + "/" +
+         relay.at("/spec/database/dsnSecretRef/key"_json_pointer).get<std::string>();
+}
+
+// Only the named key, readable by the pod's group (fsGroup) only. `optional`: a key the Secret
+// lacks leaves the file out instead of holding the pod in ContainerCreating with the reason in
+// an Event only; the process then exits naming the missing file, and the Ready condition
+// quotes that (the operator reads Secrets' metadata only, so this is where a missing key shows).
+Json dsn_volume(const Json& relay) {
+  const Json& ref = relay.at("/spec/database/dsnSecretRef"_json_pointer);
+  return {{"name", "database"},
+          {"secret",
+           {{"secretName", ref.at("name")},
+            {"defaultMode", 0440},
+            {"optional", true},
+            {"items", Json::array({{{"key", ref.at("key")}, {"path", ref.at("key")}}})}}}};
 }
 
 // The DSN, and the operator's own log settings with the fields every JSON line of the pod
 // then carries: its namespace, OutboxRelay and pod name (common/log.hpp).
 Json pod_env(const Json& relay, const PodSettings& pod) {
-  Json env = dsn_env(relay);
+  Json env = Json::array({{{"name", "OUTBOX_DSN_FILE"}, {"value", dsn_file(relay)}}});
   env.push_back({{"name", "OUTBOX_LOG_LEVEL"}, {"value", pod.log_level}});
   env.push_back({{"name", "OUTBOX_LOG_FORMAT"}, {"value", pod.log_format}});
   env.push_back({{"name", "OUTBOX_LOG_NAMESPACE"},
@@ -263,7 +274,9 @@ std::string report_status_arg(const Json& relay) {
 // cleanup job never talks to Kafka).
 Json container(const Json& relay, const std::string& name, const PodSettings& pod,
                std::vector<std::string> args, bool kafka) {
-  Json mounts = Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}});
+  Json mounts =
+      Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}},
+                   {{"name", "database"}, {"mountPath", kDatabaseDir}, {"readOnly", true}}});
   for (const KafkaMount& m : kafka ? kafka_mounts(relay) : std::vector<KafkaMount>{}) {
     mounts.push_back({{"name", m.volume}, {"mountPath", m.path}, {"readOnly", true}});
   }
@@ -314,7 +327,8 @@ void apply_pod_template(const Json& relay, Json& pod) {
 
 Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool job) {
   Json volumes =
-      Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}}});
+      Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}},
+                   dsn_volume(relay)});
   const Json& mounts = container.at("volumeMounts");
   for (const KafkaMount& m : kafka_mounts(relay)) {
     const bool mounted = std::any_of(mounts.begin(), mounts.end(), [&](const Json& mount) {

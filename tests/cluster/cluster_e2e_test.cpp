@@ -585,9 +585,9 @@ TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
         120s);
   };
 
-  // A key the Secret does not have: the kubelet cannot create the container.
+  // A key the Secret does not have: the mount leaves the file out, the relay exits naming it.
   r.apply({{"database", {{"dsnSecretRef", {{"key", "no-such-key"}}}}}});
-  EXPECT_TRUE(says({"False RelaysNotReady", "CreateContainerConfigError", "no-such-key"}))
+  EXPECT_TRUE(says({"False RelaysNotReady", "CrashLoopBackOff", "has no key \"no-such-key\""}))
       << ready_message();
 
   // The right key, and a Kafka Secret (mounted as files) with a property that would weaken

@@ -31,9 +31,9 @@ TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
   const Json pod = dep.at("/spec/template/spec"_json_pointer);
   const Json c = pod.at("/containers/0"_json_pointer);
   EXPECT_EQ(c.at("image"), "ghcr.io/outbox-operator/outbox-operator:test");
-  EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
-  EXPECT_EQ(c.at("/env/0/valueFrom/secretKeyRef"_json_pointer),
-            Json({{"name", "orders-db"}, {"key", "dsn"}}));
+  EXPECT_EQ(c.at("/env/0"_json_pointer),
+            Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/dsn"}}));
+  EXPECT_EQ(pod.at("/volumes/1/secret/secretName"_json_pointer), "orders-db");
   EXPECT_TRUE(has_arg(c, "--report-status=" + ns + "/orders"));
   EXPECT_TRUE(has_arg(c, "--route=order=orders.v1"));
   EXPECT_EQ(c.at("/readinessProbe/httpGet/path"_json_pointer), "/readyz");

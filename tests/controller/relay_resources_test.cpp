@@ -55,6 +55,49 @@ TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
             "own:2");
 }
 
+// Every pod the operator renders (the relay, both CronJobs, the schema Job, a requeue Job) reads
+// the DSN from the one key the spec names, mounted read-only and readable by the pod's group
+// only; no environment variable, argument or annotation carries it or references the Secret.
+TEST(RenderRelay, TheDsnReachesEveryPodAsAMountedFileNeverTheEnvironment) {
+  Json r = relay(
+      {{"database", {{"manageSchema", true}, {"dsnSecretRef", {{"name", "db"}, {"key", "uri"}}}}}});
+  r["metadata"]["annotations"] = {{kRequeueAnnotation, "t1"}};
+  const RenderedRelay rendered = render_relay(r, RenderOptions{"img:1", ""});
+  int pods = 0;
+  for (const auto& o : rendered.objects) {
+    const Json& obj = o.object;
+    const std::string kind = obj.at("kind");
+    const char* at = kind == "Deployment" ? "/spec/template/spec"
+                     : kind == "CronJob"  ? "/spec/jobTemplate/spec/template/spec"
+                     : kind == "Job"      ? "/spec/template/spec"
+                                          : nullptr;
+    if (at == nullptr) {
+      continue;
+    }
+    ++pods;
+    const std::string name = obj.at("/metadata/name"_json_pointer);
+    const Json& pod = obj.at(Json::json_pointer(at));
+    EXPECT_EQ(pod.at("/volumes/1"_json_pointer),
+              Json::parse(R"({"name":"database","secret":{"secretName":"db","defaultMode":288,
+                 "optional":true,"items":[{"key":"uri","path":"uri"}]}})"))
+        << name;
+    const Json& c = pod.at("/containers/0"_json_pointer);
+    EXPECT_EQ(
+        c.at("/volumeMounts/1"_json_pointer),
+        Json({{"name", "database"}, {"mountPath", "/etc/outbox/database"}, {"readOnly", true}}))
+        << name;
+    EXPECT_EQ(c.at("/env/0"_json_pointer),
+              Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/uri"}}))
+        << name;
+    for (const Json& e : c.at("env")) {
+      EXPECT_NE(e.at("name"), "OUTBOX_DSN") << name;
+      EXPECT_FALSE(e.contains("/valueFrom/secretKeyRef"_json_pointer)) << name << e.dump();
+    }
+    EXPECT_EQ(c.at("args").dump().find("dsn"), std::string::npos) << name << c.at("args").dump();
+  }
+  EXPECT_EQ(pods, 5) << "relay, compensation, cleanup, schema and requeue";
+}
+
 // The Kafka Secret reaches the relay and the compensation job as files (one per librdkafka
 // property), never as an argument or an environment variable; the cleanup job gets none.
 TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
@@ -67,11 +110,11 @@ TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
        {pod_of("Deployment", "orders-relay", "/spec/template/spec"),
         pod_of("CronJob", "orders-compensate", "/spec/jobTemplate/spec/template/spec")}) {
     const Json& c = pod.at("/containers/0"_json_pointer);
-    EXPECT_EQ(pod.at("/volumes/1"_json_pointer),
+    EXPECT_EQ(pod.at("/volumes/2"_json_pointer),
               Json({{"name", "kafka-config"},
                     {"secret", {{"secretName", "kc"}, {"defaultMode", 0440}}}}));
     EXPECT_EQ(
-        c.at("/volumeMounts/1"_json_pointer),
+        c.at("/volumeMounts/2"_json_pointer),
         Json({{"name", "kafka-config"}, {"mountPath", "/etc/outbox/kafka"}, {"readOnly", true}}));
     const Json& args = c.at("args");
     EXPECT_NE(std::find(args.begin(), args.end(), "--kafka-config-dir=/etc/outbox/kafka"),
@@ -82,18 +125,18 @@ TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
         from_secrets.push_back(e.at("name"));
       }
     }
-    EXPECT_EQ(from_secrets, std::vector<std::string>{"OUTBOX_DSN"}) << "only the DSN";
+    EXPECT_EQ(from_secrets, std::vector<std::string>{}) << "no credential in the environment";
     EXPECT_EQ(c.at("terminationMessagePolicy"), "FallbackToLogsOnError");
     EXPECT_EQ(c.dump().find("kafka-property"), std::string::npos) << c.dump();
   }
   const Json cleanup = pod_of("CronJob", "orders-cleanup", "/spec/jobTemplate/spec/template/spec");
-  EXPECT_EQ(cleanup.at("volumes").size(), 1u) << "cleanup never talks to Kafka";
+  EXPECT_EQ(cleanup.at("volumes").size(), 2u) << "cleanup never talks to Kafka";
   // Without a Kafka Secret: no volume, no flag.
   RenderedRelay plain = render_relay(relay(), opts);
   EXPECT_EQ(find(plain, "Deployment", "orders-relay")
                 ->at("/spec/template/spec/volumes"_json_pointer)
                 .size(),
-            1u);
+            2u);
 }
 
 // Strimzi-shaped credentials: the cluster CA and a tls KafkaUser's certificate and key are
@@ -112,16 +155,16 @@ TEST(RenderRelay, StrimziTlsUserIsMountedAsFilesWithFlagsPointingAtThem) {
        {&find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer),
         &find(r, "CronJob", "orders-compensate")
              ->at("/spec/jobTemplate/spec/template/spec"_json_pointer)}) {
-    EXPECT_EQ(pod->at("/volumes/1"_json_pointer),
+    EXPECT_EQ(pod->at("/volumes/2"_json_pointer),
               Json::parse(R"({"name":"kafka-ca","secret":{"secretName":"cluster-ca",
                  "defaultMode":288,"items":[{"key":"ca.crt","path":"ca.crt"}]}})"));
-    EXPECT_EQ(pod->at("/volumes/2"_json_pointer),
+    EXPECT_EQ(pod->at("/volumes/3"_json_pointer),
               Json::parse(R"({"name":"kafka-user","secret":{"secretName":"orders-user",
                  "defaultMode":288,"items":[{"key":"tls.crt","path":"user.crt"},
                  {"key":"user.key","path":"user.key"}]}})"));
     const Json& c = pod->at("/containers/0"_json_pointer);
-    EXPECT_EQ(c.at("/volumeMounts/1/mountPath"_json_pointer), "/etc/outbox/kafka-ca");
-    EXPECT_EQ(c.at("/volumeMounts/2/mountPath"_json_pointer), "/etc/outbox/kafka-user");
+    EXPECT_EQ(c.at("/volumeMounts/2/mountPath"_json_pointer), "/etc/outbox/kafka-ca");
+    EXPECT_EQ(c.at("/volumeMounts/3/mountPath"_json_pointer), "/etc/outbox/kafka-user");
     const Json& args = c.at("args");
     for (const char* want : {"--kafka-ca-file=/etc/outbox/kafka-ca/ca.crt",
                              "--kafka-cert-file=/etc/outbox/kafka-user/user.crt",
@@ -140,7 +183,7 @@ TEST(RenderRelay, StrimziScramUserGivesMechanismUserAndPasswordFile) {
                               {"passwordSecret", {{"secretName", "orders-user"}}}}}}}}),
                    RenderOptions{"img:1", ""});
   const Json& pod = find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer);
-  EXPECT_EQ(pod.at("/volumes/1/secret/items"_json_pointer),
+  EXPECT_EQ(pod.at("/volumes/2/secret/items"_json_pointer),
             Json::parse(R"([{"key":"password","path":"password"}])"));
   const Json& args = pod.at("/containers/0/args"_json_pointer);
   for (const char* want :
@@ -353,7 +396,8 @@ TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
                          "--column=bizType=aggregatetype", "--column=bizId=aggregateid",
                          "--column=payload=payload", "--column=createdAt=timestamp", "--adopt",
                          "--shards=16", "--mode=log"}));
-  EXPECT_EQ(c.at("/env/0/name"_json_pointer), "OUTBOX_DSN");
+  EXPECT_EQ(c.at("/env/0"_json_pointer),
+            Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/dsn"}}));
   EXPECT_EQ(job.at("/spec/template/spec/restartPolicy"_json_pointer), "Never");
   EXPECT_EQ(schema_job_name(managed, opts), name) << "stable for the same spec and image";
   EXPECT_NE(schema_job_name(managed, RenderOptions{"img:2", ""}), name) << "a new image reruns it";
@@ -447,10 +491,9 @@ TEST(RenderRelay, ARequeueAnnotationRendersOneJobUntilItsRequestIsAnswered) {
             Json::array({"requeue", "--table=public.outbox_event", "--all",
                          "--request=2026-12-04T10:00:00Z", "--report-status=shop/orders"}));
   EXPECT_EQ(c.at("/env/0"_json_pointer),
-            Json::parse(R"({"name":"OUTBOX_DSN","valueFrom":{"secretKeyRef":
-              {"name":"db","key":"dsn"}}})"));
+            Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/dsn"}}));
   EXPECT_TRUE(c.at("/securityContext/readOnlyRootFilesystem"_json_pointer).get<bool>());
-  EXPECT_EQ(c.at("volumeMounts").size(), 1u) << "no Kafka credentials: " << c.dump();
+  EXPECT_EQ(c.at("volumeMounts").size(), 2u) << "no Kafka credentials: " << c.dump();
 
   // An adopted table's columns reach it too, and it runs beside the schema Job.
   const Json adopted = requeue_requested(token, Json(),
