@@ -14,6 +14,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   }
 
   RenderOptions render = options_.render;
+  render.relays_alive = relays_alive(*relay, std::chrono::system_clock::now());
   std::optional<Problem> secret_problem;
   RenderedRelay rendered;
   try {

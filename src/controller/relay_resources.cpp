@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/duration.hpp"
+#include "controller/schedules.hpp"
 #include "outbox/column_map.hpp"
 #include "relay/defaults.hpp"
 
@@ -370,7 +371,8 @@ Json container_for_job(const Json& relay, const std::string& name, const PodSett
 }
 
 Json cron_job(const Json& relay, const RelayNames& names, const std::string& name,
-              const std::string& component, const std::string& schedule, Json container) {
+              const std::string& component, const std::string& schedule,
+              const std::string& time_zone, Json container) {
   bool suspend = value_at<bool>(relay, "/spec/suspend", false);
   Json template_labels = labels_for(relay.at("metadata").at("name"), component);
   Json pod = {{"metadata", {{"labels", template_labels}}},
@@ -381,6 +383,7 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
           {"metadata", metadata(relay, name, component)},
           {"spec",
            {{"schedule", schedule},
+            {"timeZone", time_zone},
             // A run still going when the next is due is left to finish: two compensation runs
             // would only contend for the same shard locks.
             {"concurrencyPolicy", "Forbid"},
@@ -503,7 +506,8 @@ Json deployment(const Json& relay, const RelayNames& names, const PodSettings& s
             {"template", std::move(pod)}}}};
 }
 
-Json compensation_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod) {
+Json compensation_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod,
+                           bool relays_alive) {
   const Json& spec = relay.at("spec");
   std::vector<std::string> args = {"compensate"};
   for (auto& a : publish_args(relay)) {
@@ -514,8 +518,15 @@ Json compensation_cron_job(const Json& relay, const RelayNames& names, const Pod
   args.push_back(
       flag("stale-after", value_at<std::string>(spec, "/compensation/staleAfter", "5m")));
   args.push_back(report_status_arg(relay));
-  return cron_job(relay, names, names.compensation, "compensation",
-                  value_at<std::string>(spec, "/compensation/schedule", "*/1 * * * *"),
+  // While no relay is alive the safety net is all that publishes: every minute, whatever the
+  // spec says. Otherwise the spec's schedule, or a rare one spread over the fleet.
+  const std::string schedule =
+      !relays_alive
+          ? kRescueCompensationSchedule
+          : value_at<std::string>(spec, "/compensation/schedule",
+                                  spread_compensation_schedule(ns_of(relay), name_of(relay)));
+  return cron_job(relay, names, names.compensation, "compensation", schedule,
+                  value_at<std::string>(spec, "/compensation/timeZone", kDefaultScheduleTimeZone),
                   container_for_job(relay, "compensate", pod, args));
 }
 
@@ -534,7 +545,9 @@ Json retention_cron_job(const Json& relay, const RelayNames& names, const PodSet
   }
   args.push_back(report_status_arg(relay));
   return cron_job(relay, names, names.retention, "retention",
-                  value_at<std::string>(spec, "/retention/schedule", "0 3 * * *"),
+                  value_at<std::string>(spec, "/retention/schedule",
+                                        spread_retention_schedule(ns_of(relay), name_of(relay))),
+                  value_at<std::string>(spec, "/retention/timeZone", kDefaultScheduleTimeZone),
                   container_for_job(relay, "cleanup", pod, args));
 }
 
@@ -767,7 +780,7 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
         {&owned::deployments,
          deployment(relay, names, pod, args, replicas,
                     {stable_hash(conf), stable_hash(options.secret_versions)})},
-        {&owned::cron_jobs, compensation_cron_job(relay, names, pod)},
+        {&owned::cron_jobs, compensation_cron_job(relay, names, pod, options.relays_alive)},
         {&owned::cron_jobs, retention_cron_job(relay, names, pod)},
         {&owned::services, metrics_service(relay, names)},
     };

@@ -76,6 +76,10 @@ struct RenderOptions {
   // The operator's own --log-level and --log-format, handed to every pod it starts.
   std::string log_level = "info";
   std::string log_format = "text";
+  // Whether a relay of the resource is alive (it reported within kBacklogReportStale, or the
+  // resource is younger than that). False puts the compensation CronJob on its every-minute
+  // rescue schedule (controller/schedules.hpp).
+  bool relays_alive = true;
 };
 
 // With spec.database.manageSchema, the name of the Job that runs `migrate` for the spec as it

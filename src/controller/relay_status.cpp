@@ -329,6 +329,14 @@ bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_po
   return backlog_report_turns_stale_in(status, now).has_value();
 }
 
+bool relays_alive(const Json& relay, std::chrono::system_clock::time_point now) {
+  if (backlog_report_fresh(relay.value("status", Json::object()), now)) {
+    return true;
+  }
+  const auto created = parse_time(relay.at("metadata").value("creationTimestamp", ""));
+  return created && now - *created <= kBacklogReportStale;
+}
+
 std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(
     const Json& status, std::chrono::system_clock::time_point now) {
   const auto at = parse_time(status.value("/backlog/measuredAt"_json_pointer, ""));

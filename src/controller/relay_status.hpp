@@ -51,6 +51,12 @@ inline constexpr std::chrono::seconds kBacklogReportStale{120};
 // Whether status.backlog.measuredAt is within kBacklogReportStale of `now`.
 bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_point now);
 
+// Whether a relay of `relay` (an OutboxRelay with its status) is alive: it reported the backlog
+// within kBacklogReportStale, or the resource is younger than that (its relays are starting).
+// Relays that are up but cannot reach Kafka or the database still report, so an outage shared
+// by a fleet does not turn every compensation CronJob to its rescue schedule.
+bool relays_alive(const Json& relay, std::chrono::system_clock::time_point now);
+
 // How long until a fresh backlog report in `status` turns stale (nullopt when there is none or it
 // is stale already): no watch event marks that moment, so the reconciler looks again then.
 std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cluster_fixture.hpp"
+#include "controller/schedules.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/store.hpp"
 #include "support/testbed.hpp"
@@ -638,15 +639,31 @@ TEST(Cluster, DeletingTheOutboxRelayGarbageCollectsEverythingItOwned) {
       << "left behind: " << left;
 }
 
+// The rescue bound: with no relay alive, the compensation CronJob leaves its rare spread schedule
+// for every minute once the relays' last report is two minutes old (here: the resource's own
+// age, as none ever reported), so a stuck event is published within staleAfter plus about three
+// minutes.
 TEST(Cluster, CronJobsFireAndTheirJobsPublishStuckEventsAndRemoveSentOnes) {
   RelayUnderTest r("cl-cron");
   // No relay pods: only the compensation CronJob can publish.
   r.apply({{"relay", {{"replicas", 0}}},
-           {"compensation", {{"schedule", "*/1 * * * *"}, {"staleAfter", "5s"}}},
+           {"compensation", {{"staleAfter", "5s"}}},
            {"retention", {{"schedule", "*/1 * * * *"}, {"keepSent", "1s"}}}});
+  auto compensation_schedule = [&] {
+    return kubectl("-n " + r.ns + " get cronjob " + r.name +
+                   "-compensate -o jsonpath={.spec.schedule}");
+  };
+  const std::string spread = controller::spread_compensation_schedule(r.ns, r.name);
+  EXPECT_TRUE(eventually([&] { return compensation_schedule() == spread; }, 30s))
+      << "a new resource's relays are starting: the rare schedule " << spread << ", not "
+      << compensation_schedule();
+  const auto inserted = std::chrono::steady_clock::now();
   r.table.insert(100, 10);
+  EXPECT_TRUE(eventually([&] { return compensation_schedule() == "*/1 * * * *"; }, 150s))
+      << compensation_schedule();
   EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 100; }, 150s))
       << kubectl("-n " + r.ns + " get cronjobs,jobs,pods");
+  EXPECT_LT(std::chrono::steady_clock::now() - inserted, 5s + 4min) << "the stated rescue bound";
   EXPECT_EQ(r.delivery_problem(100), "");
   // Retention removes sent rows older than keepSent on one of its next runs.
   EXPECT_TRUE(eventually([&] { return r.table.count("true") == 0; }, 150s))
