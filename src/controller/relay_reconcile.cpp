@@ -13,6 +13,13 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
     return {};  // gone or going: the garbage collector removes what it owned
   }
 
+  if (reconciliation_paused(*relay)) {
+    // Hands off: no Secret check, no render, no apply, no Job; the status still reports what
+    // the relays do, and says why nothing follows the spec.
+    update_status(*relay, std::nullopt, stop);
+    return {};
+  }
+
   RenderOptions render = options_.render;
   render.relays_alive = relays_alive(*relay, std::chrono::system_clock::now());
   std::optional<Problem> secret_problem;

@@ -764,6 +764,11 @@ std::vector<std::string> relay_args(const Json& relay) {
   return args;
 }
 
+bool reconciliation_paused(const Json& relay) {
+  return value_at<std::string>(relay, "/metadata/annotations/outbox.dev~1pause-reconciliation",
+                               "") == "true";
+}
+
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   try {
     const RelayNames names(relay.at("metadata").at("name").get<std::string>());

@@ -47,6 +47,14 @@ inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
 // or not printable.
 std::string requeue_token_problem(const std::string& token);
 
+// The annotation that holds one OutboxRelay still: while its value is "true" the operator
+// creates, changes and deletes none of the resource's objects (the relays keep running as
+// they are) and says so in the Reconciling condition; removing it resumes.
+inline const char kPauseAnnotation[] = "outbox.dev/pause-reconciliation";
+
+// Whether `relay` carries kPauseAnnotation set to "true".
+bool reconciliation_paused(const Json& relay);
+
 // Every kind the operator owns, with the REST resource it is applied through.
 namespace owned {
 inline const kube::Resource config_maps{"", "v1", "configmaps", true};

@@ -173,6 +173,11 @@ struct Conditions {
 
   // kstatus: the operator is still bringing what it owns to the spec (a rollout, a migration).
   Json reconciling() const {
+    if (reconciliation_paused(in.relay)) {
+      return make("Reconciling", false, "ReconciliationPaused",
+                  std::string("The annotation ") + kPauseAnnotation +
+                      "=true holds every object of this resource as it is; remove it to resume.");
+    }
     if (blocking_problem()) {
       return make("Reconciling", false, "Stalled", "See the Stalled condition.");
     }

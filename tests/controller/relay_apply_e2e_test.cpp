@@ -141,6 +141,58 @@ TEST_F(ControllerE2E, OwnedObjectsAppearFollowTheSpecAndComeBack) {
             relay("orders").at("/metadata/generation"_json_pointer));
 }
 
+// outbox.dev/pause-reconciliation=true holds every owned object still: a spec edit, a deleted
+// object and a requeue request change nothing while Reconciling says why; removing it resumes
+// all three.
+TEST_F(ControllerE2E, ThePauseAnnotationHoldsEveryOwnedObjectUntilRemoved) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  testing::ControllerProcess ctl(ns, {}, "pause-" + ns);
+  client.create(kOutboxRelays, ns, relay_object("orders", base_spec()));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"metadata", {{"annotations", {{kPauseAnnotation, "true"}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return condition(relay("orders"), "Reconciling").value("reason", "") ==
+               "ReconciliationPaused";
+      },
+      20s))
+      << relay("orders").dump();
+  EXPECT_EQ(condition(relay("orders"), "Reconciling").value("status", ""), "False");
+  EXPECT_NE(condition(relay("orders"), "Reconciling").value("message", "").find(kPauseAnnotation),
+            std::string::npos);
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"metadata", {{"annotations", {{kRequeueAnnotation, "t-paused"}}}}},
+                      {"spec", {{"relay", {{"replicas", 3}}}}}});
+  client.remove(owned::config_maps, ns, "orders-config");
+  // The controller has seen both changes (the edit's generation) and acted on neither.
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer), 2);
+  EXPECT_THROW(get(owned::config_maps, "orders-config"), kube::ApiError);
+  for (const Json& job : client.list(owned::jobs, ns).value("items", Json::array())) {
+    ADD_FAILURE() << "a Job while paused: " << job.at("/metadata/name"_json_pointer);
+  }
+
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"metadata", {{"annotations", {{kPauseAnnotation, nullptr}}}}}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          get(owned::config_maps, "orders-config");
+        } catch (const kube::ApiError&) {
+          return false;
+        }
+        return get(owned::deployments, "orders-relay").at("/spec/replicas"_json_pointer) == 3 &&
+               !client.list(owned::jobs, ns).value("items", Json::array()).empty() &&
+               condition(relay("orders"), "Reconciling").value("reason", "") !=
+                   "ReconciliationPaused";
+      },
+      20s))
+      << relay("orders").dump();
+}
+
 // spec.relay.template passes the CRD's admission and the API server's own validation of
 // the pods it lands in (affinity and tolerations are kept as written, not pruned), and
 // its ServiceAccount annotation (IRSA) reaches the ServiceAccount.
