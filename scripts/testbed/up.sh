@@ -32,7 +32,29 @@ abort() { # abort NAME [LOG [WHY]]: WHY given = the log's tail is not shown yet
 # initdb'ed on its own: another system identifier, and transaction ids that start low, as
 # a cluster a database is moved to by pg_dump/pg_restore (tests/relay/cluster_move_test).
 init_pg() { init_postgres pg; }
-init_pg2() { init_postgres pg2; }
+# pg2 also serves TLS, with a server certificate for the name "localhost" only, signed by a CA
+# the test bed makes (pki/ca.crt; pki/other-ca.crt signs nothing it serves): the tests of
+# spec.database.tls connect with verify-full to host=localhost, and are refused under a wrong CA
+# or the host name 127.0.0.1. pg's clients keep plain connections, as before.
+init_pg2() { init_postgres pg2 && init_pg_tls pg2; }
+init_pg_tls() {
+  local d=$TESTBED_STATE/$1 data
+  data=$(cat "$d/pgroot")/data
+  mkdir -p "$d/pki"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outbox-testbed-pg-ca" \
+      -keyout "$d/pki/ca.key" -out "$d/pki/ca.crt" &&
+      openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outbox-testbed-other-ca" \
+        -keyout "$d/pki/other-ca.key" -out "$d/pki/other-ca.crt" &&
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+        -keyout "$data/server.key" -out "$d/pki/server.csr" &&
+      printf 'subjectAltName=DNS:localhost\n' >"$d/pki/server.ext" &&
+      openssl x509 -req -in "$d/pki/server.csr" -CA "$d/pki/ca.crt" -CAkey "$d/pki/ca.key" \
+        -CAcreateserial -days 30 -extfile "$d/pki/server.ext" -out "$data/server.crt"
+  } >"$d/pki.log" 2>&1 || abort "$1" "$d/pki.log" "making the TLS certificates failed"
+  chown postgres:postgres "$data/server.key" "$data/server.crt" && chmod 600 "$data/server.key"
+  printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" >>"$data/postgresql.conf"
+}
 # init_postgres NAME: a fresh cluster in $TESTBED_STATE/NAME on a free port.
 init_postgres() {
   local name=$1 d=$TESTBED_STATE/$1 pgroot port pw
@@ -466,6 +488,8 @@ write_env() {
     if up pg2; then
       q OUTBOX_TEST_PG2_PORT "$(cat "$s/pg2/port")"
       q OUTBOX_TEST_PG2_DSN "postgresql://outbox:$(cat "$s/pg2/password")@127.0.0.1:$(cat "$s/pg2/port")/outbox"
+      q OUTBOX_TEST_PG2_CA "$s/pg2/pki/ca.crt"
+      q OUTBOX_TEST_PG2_OTHER_CA "$s/pg2/pki/other-ca.crt"
     fi
     # The client tools of the servers' version (pg_dump, pg_restore, psql), for tests that
     # move a database from one cluster to the other.

@@ -17,6 +17,18 @@ void DatabaseOptions::add_to(CLI::App& cmd) {
       ->configurable(false);  // a credential: never from the settings file
   cmd.add_option("--dsn-file", dsn_file, "file holding the connection string (a mounted Secret)")
       ->envname("OUTBOX_DSN_FILE");
+  cmd.add_option("--database-sslmode", tls.sslmode,
+                 "libpq sslmode that replaces the DSN's (verify-full checks the CA and the host "
+                 "name)")
+      ->envname("OUTBOX_DATABASE_SSLMODE")
+      ->check(CLI::IsMember({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}));
+  cmd.add_option("--database-ca-file", tls.ca_file,
+                 "PEM file of the CA(s) that sign the PostgreSQL server's certificate")
+      ->envname("OUTBOX_DATABASE_CA_FILE");
+  cmd.add_option("--database-cert-file", tls.cert_file, "client certificate (PEM) for PostgreSQL")
+      ->envname("OUTBOX_DATABASE_CERT_FILE");
+  cmd.add_option("--database-key-file", tls.key_file, "the client certificate's key (PEM)")
+      ->envname("OUTBOX_DATABASE_KEY_FILE");
   cmd.add_option("--table", table, "outbox table, [schema.]name")
       ->envname("OUTBOX_TABLE")
       ->capture_default_str();
@@ -49,6 +61,10 @@ std::string read_secret_file(const std::string& path) {
 }
 
 std::string DatabaseOptions::resolve_dsn() const {
+  return with_tls(dsn_without_tls(), tls);
+}
+
+std::string DatabaseOptions::dsn_without_tls() const {
   if (!dsn.empty()) {
     return dsn;
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "outbox/column_map.hpp"
+#include "outbox/connection.hpp"
 
 namespace CLI {
 class App;
@@ -20,12 +21,17 @@ struct DatabaseOptions {
   std::string dsn_file;
   std::string table = "public.outbox_event";
   std::vector<std::string> columns;  // role=column: the table is adopted with these
+  DatabaseTls tls;                   // --database-sslmode and the certificate files
 
   void add_to(CLI::App& cmd);
   // The --column entries as a map; nullopt when none is given.
   std::optional<ColumnMap> column_map() const;
-  // The DSN from --dsn or the file; throws std::invalid_argument if neither is given.
+  // The DSN from --dsn or the file, with the TLS settings in place of its own; throws
+  // std::invalid_argument if neither is given.
   std::string resolve_dsn() const;
+
+ private:
+  std::string dsn_without_tls() const;
 };
 
 // Reads a whole file, trimming one trailing newline (as Secret files often have).

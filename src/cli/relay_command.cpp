@@ -139,6 +139,7 @@ StatusReport report_status(const RelayOptions& o, const relay::Relay& relay) {
           report.reason = relay.problem_reason();
         }
         report.backlog = relay.backlog();
+        report.database_tls = relay.database_tls();
         return report;
       });
   spdlog::info("reporting the backlog to outboxrelay {}/{} every {}", ns, name, o.report_interval);

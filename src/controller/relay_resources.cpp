@@ -125,10 +125,66 @@ Json dsn_volume(const Json& relay) {
             {"items", Json::array({{{"key", ref.at("key")}, {"path", ref.at("key")}}})}}}};
 }
 
+// spec.database.tls: the CA and the client certificate as files, under fixed names the
+// OUTBOX_DATABASE_* variables point at (paths and a mode: nothing secret in the environment).
+// The kubelet updates these files in place when the Secret or ConfigMap changes, and libpq reads
+// them at every connection.
+const char kDatabaseCaDir[] = "/etc/outbox/database-ca";
+const char kDatabaseClientDir[] = "/etc/outbox/database-client";
+
+Json database_tls_volumes(const Json& relay) {
+  Json volumes = Json::array();
+  const Json tls = relay.value("/spec/database/tls"_json_pointer, Json::object());
+  if (tls.contains("ca")) {
+    const Json& ca = tls.at("ca");
+    const bool secret = ca.contains("secretRef");
+    const Json& ref = ca.at(secret ? "secretRef" : "configMapRef");
+    Json items = Json::array({{{"key", ref.value("key", "ca.crt")}, {"path", "ca.crt"}}});
+    volumes.push_back(
+        secret ? Json{{"name", "database-ca"},
+                      {"secret",
+                       {{"secretName", ref.at("name")}, {"defaultMode", 0440}, {"items", items}}}}
+               : Json{{"name", "database-ca"},
+                      {"configMap",
+                       {{"name", ref.at("name")}, {"defaultMode", 0440}, {"items", items}}}});
+  }
+  if (tls.contains("clientCertificate")) {
+    const Json& c = tls.at("clientCertificate");
+    volumes.push_back(
+        {{"name", "database-client"},
+         {"secret",
+          {{"secretName", c.at("secretName")},
+           {"defaultMode", 0440},
+           {"items", Json::array({{{"key", c.value("certificate", "tls.crt")}, {"path", "tls.crt"}},
+                                  {{"key", c.value("key", "tls.key")}, {"path", "tls.key"}}})}}}});
+  }
+  return volumes;
+}
+
+void add_database_tls_env(const Json& relay, Json& env) {
+  const auto at = "/spec/database/tls"_json_pointer;
+  if (!relay.contains(at)) {
+    return;
+  }
+  const Json& tls = relay.at(at);
+  env.push_back({{"name", "OUTBOX_DATABASE_SSLMODE"}, {"value", tls.value("mode", "verify-full")}});
+  if (tls.contains("ca")) {
+    env.push_back(
+        {{"name", "OUTBOX_DATABASE_CA_FILE"}, {"value", std::string(kDatabaseCaDir) + "/ca.crt"}});
+  }
+  if (tls.contains("clientCertificate")) {
+    env.push_back({{"name", "OUTBOX_DATABASE_CERT_FILE"},
+                   {"value", std::string(kDatabaseClientDir) + "/tls.crt"}});
+    env.push_back({{"name", "OUTBOX_DATABASE_KEY_FILE"},
+                   {"value", std::string(kDatabaseClientDir) + "/tls.key"}});
+  }
+}
+
 // The DSN, and the operator's own log settings with the fields every JSON line of the pod
 // then carries: its namespace, OutboxRelay and pod name (common/log.hpp).
 Json pod_env(const Json& relay, const PodSettings& pod) {
   Json env = Json::array({{{"name", "OUTBOX_DSN_FILE"}, {"value", dsn_file(relay)}}});
+  add_database_tls_env(relay, env);
   env.push_back({{"name", "OUTBOX_LOG_LEVEL"}, {"value", pod.log_level}});
   env.push_back({{"name", "OUTBOX_LOG_FORMAT"}, {"value", pod.log_format}});
   env.push_back({{"name", "OUTBOX_LOG_NAMESPACE"},
@@ -278,6 +334,12 @@ Json container(const Json& relay, const std::string& name, const PodSettings& po
   Json mounts =
       Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}},
                    {{"name", "database"}, {"mountPath", kDatabaseDir}, {"readOnly", true}}});
+  for (const Json& v : database_tls_volumes(relay)) {
+    const std::string volume = v.at("name");
+    mounts.push_back({{"name", volume},
+                      {"mountPath", volume == "database-ca" ? kDatabaseCaDir : kDatabaseClientDir},
+                      {"readOnly", true}});
+  }
   for (const KafkaMount& m : kafka ? kafka_mounts(relay) : std::vector<KafkaMount>{}) {
     mounts.push_back({{"name", m.volume}, {"mountPath", m.path}, {"readOnly", true}});
   }
@@ -330,6 +392,9 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
   Json volumes =
       Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}},
                    dsn_volume(relay)});
+  for (Json& v : database_tls_volumes(relay)) {
+    volumes.push_back(std::move(v));
+  }
   const Json& mounts = container.at("volumeMounts");
   for (const KafkaMount& m : kafka_mounts(relay)) {
     const bool mounted = std::any_of(mounts.begin(), mounts.end(), [&](const Json& mount) {

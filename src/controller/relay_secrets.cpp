@@ -24,7 +24,8 @@ struct SecretRef {
   std::string how_to_create;
 };
 
-// In the order their versions are hashed: the DSN's, then the Kafka Secrets' (kafka_mounts).
+// In the order their versions are hashed: the DSN's, the database TLS ones, then the Kafka
+// Secrets' (kafka_mounts).
 std::vector<SecretRef> secret_refs(const Json& relay) {
   const std::string ns = ns_of(relay);
   const std::string dsn_name = value_at<std::string>(relay, "/spec/database/dsnSecretRef/name", "");
@@ -37,6 +38,18 @@ std::vector<SecretRef> secret_refs(const Json& relay) {
                                       "\", e.g. kubectl -n " + ns + " create secret generic " +
                                       dsn_name + " --from-literal=" + dsn_key +
                                       "='postgresql://...'"}};
+  // spec.database.tls's Secrets (a CA in a ConfigMap is the kubelet's to find).
+  const Json tls = relay.value("/spec/database/tls"_json_pointer, Json::object());
+  if (tls.contains("/ca/secretRef"_json_pointer)) {
+    refs.push_back({tls.at("/ca/secretRef/name"_json_pointer), "spec.database.tls.ca.secretRef",
+                    "Create it with the PostgreSQL server's CA certificate (for CloudNativePG: "
+                    "the cluster's <cluster>-ca Secret, key ca.crt)."});
+  }
+  if (tls.contains("clientCertificate")) {
+    refs.push_back({tls.at("/clientCertificate/secretName"_json_pointer),
+                    "spec.database.tls.clientCertificate",
+                    "Create it with the client certificate and key (a kubernetes.io/tls Secret)."});
+  }
   for (const KafkaMount& m : kafka_mounts(relay)) {
     refs.push_back({m.secret, m.field,
                     m.volume == "kafka-config"

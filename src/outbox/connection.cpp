@@ -2,7 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <map>
 #include <memory>
+#include <stdexcept>
 
 namespace outbox {
 
@@ -21,6 +23,82 @@ std::string one_line(const std::string& text) {
     out.push_back(c);
   }
   return out;
+}
+
+std::string with_tls(const std::string& dsn, const DatabaseTls& tls) {
+  if (tls.empty()) {
+    return dsn;
+  }
+  char* error = nullptr;
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
+      PQconninfoParse(dsn.c_str(), &error), &PQconninfoFree);
+  if (!options) {
+    std::string why = error != nullptr ? one_line(error) : "out of memory";
+    PQfreemem(error);
+    throw std::invalid_argument("the database connection string cannot be parsed: " + why);
+  }
+  const std::map<std::string, std::string> overrides = {{"sslmode", tls.sslmode},
+                                                        {"sslrootcert", tls.ca_file},
+                                                        {"sslcert", tls.cert_file},
+                                                        {"sslkey", tls.key_file}};
+  std::string out;
+  auto add = [&out](const std::string& key, const std::string& value) {
+    std::string quoted;
+    for (char c : value) {
+      if (c == '\\' || c == '\'') {
+        quoted.push_back('\\');
+      }
+      quoted.push_back(c);
+    }
+    out += (out.empty() ? "" : " ") + key + "='" + quoted + "'";
+  };
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    const auto over = overrides.find(o->keyword);
+    if (over != overrides.end() && !over->second.empty()) {
+      continue;
+    }
+    if (o->val != nullptr) {
+      add(o->keyword, o->val);
+    }
+  }
+  for (const auto& [key, value] : overrides) {
+    if (!value.empty()) {
+      add(key, value);
+    }
+  }
+  return out;
+}
+
+bool is_tls_refusal(const std::string& message) {
+  for (const char* sign : {"certificate", "SSL", "ssl"}) {
+    if (message.find(sign) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string sslmode_of(const std::string& dsn) {
+  char* error = nullptr;
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
+      PQconninfoParse(dsn.c_str(), &error), &PQconninfoFree);
+  PQfreemem(error);
+  for (const PQconninfoOption* o = options.get(); o != nullptr && o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "sslmode" && o->val != nullptr && *o->val != '\0') {
+      return o->val;
+    }
+  }
+  return "prefer";
+}
+
+std::string tls_verification(const std::string& sslmode, bool ssl_in_use) {
+  if (!ssl_in_use) {
+    return "off";
+  }
+  if (sslmode == "verify-full" || sslmode == "verify-ca") {
+    return sslmode;
+  }
+  return "unverified";
 }
 
 std::string connection_failure(const std::string& dsn, const std::string& pqxx_message) {

@@ -215,6 +215,11 @@ std::string Relay::problem() const {
   return problem_;
 }
 
+std::string Relay::database_tls() const {
+  std::lock_guard lock(mu_);
+  return database_tls_;
+}
+
 std::string Relay::problem_reason() const {
   std::lock_guard lock(mu_);
   return problem_reason_;
@@ -276,8 +281,9 @@ void Relay::run(std::stop_token stop) {
       pump(session, pipeline, stop);
       drain(session, pipeline, stop);
     } catch (const pqxx::broken_connection& e) {
-      set_problem("database unreachable (" + redact_dsn(config_.dsn) +
-                  "): " + connection_failure(config_.dsn, e.what()));
+      const std::string why = connection_failure(config_.dsn, e.what());
+      set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + why,
+                  is_tls_refusal(why) ? "DatabaseTLSRefused" : "");
     } catch (const DatabaseMoved& e) {
       // Reading on would count unread events as sent: publish nothing, say why, and look
       // again after the backoff (someone runs migrate --rebase meanwhile).
@@ -319,10 +325,15 @@ void Relay::stay_not_ready(std::stop_token stop) {
 }
 
 void Relay::went_online(Session& s) {
+  {
+    std::lock_guard lock(mu_);
+    database_tls_ = s.tls();
+  }
   metrics_.database_up.set(1);
   ready_ = true;
-  spdlog::info("relay {} connected to {} ({}), member slot {}, {} shards", config_.identity,
-               redact_dsn(config_.dsn), table_.plain(), s.shards().member_slot(), s.shard_count());
+  spdlog::info("relay {} connected to {} ({}, TLS {}), member slot {}, {} shards", config_.identity,
+               redact_dsn(config_.dsn), table_.plain(), s.tls(), s.shards().member_slot(),
+               s.shard_count());
 }
 
 // The session is gone: a batch in flight can no longer be written back on it; its

@@ -159,6 +159,9 @@ class Relay {
   // The backlog last measured on the current database session; nullopt while the
   // session is down or before its first measurement.
   std::optional<Backlog> backlog() const;
+  // How the last database session verified the server (outbox::tls_verification: verify-full,
+  // verify-ca, unverified, off); empty before the first session.
+  std::string database_tls() const;
 
  private:
   // What one session's loop carries from turn to turn.
@@ -245,6 +248,7 @@ class Relay {
   std::string problem_;
   std::string problem_reason_;
   std::optional<Backlog> backlog_;
+  std::string database_tls_;
   std::atomic<long long> last_beat_ms_{0};
   // Kafka unreachable: no claims until then (kept across database sessions).
   std::chrono::steady_clock::time_point kafka_paused_until_{};

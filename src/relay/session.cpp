@@ -2,11 +2,18 @@
 
 #include <algorithm>
 
+#include "outbox/connection.hpp"
+
 namespace outbox::relay {
 
 Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected,
                  bool per_key_order)
     : lock_conn_(dsn),
+      tls_(tls_verification(sslmode_of(dsn),
+                            pqxx::nontransaction(lock_conn_)
+                                .exec("SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = "
+                                      "pg_backend_pid()), false)")[0][0]
+                                .as<bool>())),
       info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),

@@ -44,6 +44,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   int shard_count() const { return info_.shard_count; }
+  // How the sessions' server was verified: tls_verification() of this connection.
+  const std::string& tls() const { return tls_; }
   ShardOwnership& shards() { return shards_; }
   // The lock session's statements: a write-back that succeeds proves the shards
   // were still owned, since the locks die with this session.
@@ -75,6 +77,7 @@ class Session {
 
   // Declared in the order of connecting; destroyed in reverse, the lock session last.
   pqxx::connection lock_conn_;
+  std::string tls_;
   TableInfo info_;
   TableName table_;  // the table the relay reads
   ShardOwnership shards_;

@@ -52,12 +52,16 @@ bool StatusReporter::report_once() {
   bool ok = true;
   if (report.backlog) {
     const Backlog& b = *report.backlog;
-    ok = apply({{"backlog",
-                 {{"pending", b.pending},
-                  {"failed", b.failed},
-                  {"oldestPendingSeconds", b.oldest_pending_seconds},
-                  {"measuredAt", now}}}},
-               kRelayFieldManager);
+    Json status = {{"backlog",
+                    {{"pending", b.pending},
+                     {"failed", b.failed},
+                     {"oldestPendingSeconds", b.oldest_pending_seconds},
+                     {"measuredAt", now}}}};
+    // In the same apply: fields this manager owned and leaves out would be removed.
+    if (!report.database_tls.empty()) {
+      status["database"] = {{"tls", report.database_tls}};
+    }
+    ok = apply(std::move(status), kRelayFieldManager);
     reported = true;
   }
   if (!report.problem.empty()) {

@@ -32,6 +32,7 @@ struct RelayReport {
   std::optional<Backlog> backlog;  // nullopt: not measured this round (Relay::backlog())
   std::string problem;             // why the relay is not ready; empty when ready or starting
   std::string reason;              // the problem's CamelCase reason, when it has one
+  std::string database_tls;        // Relay::database_tls(); reported with the backlog
 };
 
 struct StatusReporterOptions {

@@ -45,5 +45,30 @@ TEST(DatabaseOptions, AMissingDsnFileNamesTheSecretKeyItStandsFor) {
   EXPECT_THROW(DatabaseOptions().resolve_dsn(), std::invalid_argument);
 }
 
+// spec.database.tls replaces the DSN's own TLS settings, whatever form the DSN takes: a DSN
+// saying sslmode=require cannot weaken verify-full. Values are quoted as libpq reads them back.
+TEST(DatabaseOptions, TlsSettingsReplaceTheDsnsOwn) {
+  const DatabaseTls tls{"verify-full", "/etc/ca dir/ca.crt", "", ""};
+  const std::string from_uri =
+      with_tls("postgresql://u:p%27w@db.example:5432/shop?sslmode=require&sslrootcert=/x", tls);
+  EXPECT_EQ(from_uri,
+            "user='u' password='p\\'w' dbname='shop' host='db.example' port='5432' "
+            "sslmode='verify-full' sslrootcert='/etc/ca dir/ca.crt'");
+  EXPECT_EQ(sslmode_of(from_uri), "verify-full");
+  EXPECT_EQ(with_tls("host=db sslmode=disable", {"", "/ca.crt", "/c.crt", "/c.key"}),
+            "host='db' sslmode='disable' sslcert='/c.crt' sslkey='/c.key' sslrootcert='/ca.crt'");
+  EXPECT_EQ(with_tls("postgresql://u:secret@db/shop", {}), "postgresql://u:secret@db/shop");
+  EXPECT_EQ(sslmode_of("postgresql://db/shop"), "prefer");
+  try {
+    with_tls("host=db password='unterminated secret", tls);
+    ADD_FAILURE() << "parsed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tls_verification("verify-full", true), "verify-full");
+  EXPECT_EQ(tls_verification("require", true), "unverified");
+  EXPECT_EQ(tls_verification("verify-full", false), "off");
+}
+
 }  // namespace
 }  // namespace outbox::cli

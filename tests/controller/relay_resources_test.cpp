@@ -98,6 +98,65 @@ TEST(RenderRelay, TheDsnReachesEveryPodAsAMountedFileNeverTheEnvironment) {
   EXPECT_EQ(pods, 5) << "relay, compensation, cleanup, schema and requeue";
 }
 
+// spec.database.tls: the CA (from a Secret or a ConfigMap) and the client certificate are mounted
+// read-only under fixed names, and only paths and the mode reach the environment; without the
+// field no TLS setting is rendered (the DSN decides).
+TEST(RenderRelay, DatabaseTlsMountsTheCaAndClientCertificateAndSetsVerifyFull) {
+  const RenderOptions opts{"img:1", ""};
+  const RenderedRelay r =
+      render_relay(relay({{"database",
+                           {{"tls",
+                             {{"ca", {{"secretRef", {{"name", "pg-ca"}}}}},
+                              {"clientCertificate", {{"secretName", "pg-client"}}}}}}}}),
+                   opts);
+  for (const Json* pod :
+       {&find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer),
+        &find(r, "CronJob", "orders-cleanup")
+             ->at("/spec/jobTemplate/spec/template/spec"_json_pointer)}) {
+    EXPECT_EQ(pod->at("/volumes/2"_json_pointer),
+              Json::parse(R"({"name":"database-ca","secret":{"secretName":"pg-ca",
+                 "defaultMode":288,"items":[{"key":"ca.crt","path":"ca.crt"}]}})"));
+    EXPECT_EQ(pod->at("/volumes/3"_json_pointer),
+              Json::parse(R"({"name":"database-client","secret":{"secretName":"pg-client",
+                 "defaultMode":288,"items":[{"key":"tls.crt","path":"tls.crt"},
+                 {"key":"tls.key","path":"tls.key"}]}})"));
+    const Json& c = pod->at("/containers/0"_json_pointer);
+    EXPECT_EQ(c.at("/volumeMounts/2"_json_pointer), Json({{"name", "database-ca"},
+                                                          {"mountPath", "/etc/outbox/database-ca"},
+                                                          {"readOnly", true}}));
+    EXPECT_EQ(c.at("/volumeMounts/3/mountPath"_json_pointer), "/etc/outbox/database-client");
+    std::map<std::string, std::string> env;
+    for (const Json& e : c.at("env")) {
+      if (e.contains("value")) {
+        env[e.at("name")] = e.at("value");
+      }
+    }
+    EXPECT_EQ(env["OUTBOX_DATABASE_SSLMODE"], "verify-full");
+    EXPECT_EQ(env["OUTBOX_DATABASE_CA_FILE"], "/etc/outbox/database-ca/ca.crt");
+    EXPECT_EQ(env["OUTBOX_DATABASE_CERT_FILE"], "/etc/outbox/database-client/tls.crt");
+    EXPECT_EQ(env["OUTBOX_DATABASE_KEY_FILE"], "/etc/outbox/database-client/tls.key");
+  }
+  const Json from_config_map =
+      find(
+          render_relay(
+              relay({{"database",
+                      {{"tls",
+                        {{"mode", "verify-ca"},
+                         {"ca", {{"configMapRef", {{"name", "pg-ca"}, {"key", "root.pem"}}}}}}}}}}),
+              opts),
+          "Deployment", "orders-relay")
+          ->at("/spec/template/spec"_json_pointer);
+  EXPECT_EQ(from_config_map.at("/volumes/2"_json_pointer),
+            Json::parse(R"({"name":"database-ca","configMap":{"name":"pg-ca",
+               "defaultMode":288,"items":[{"key":"root.pem","path":"ca.crt"}]}})"));
+  EXPECT_NE(from_config_map.at("/containers/0/env"_json_pointer).dump().find("verify-ca"),
+            std::string::npos);
+  const Json plain = find(render_relay(relay(), opts), "Deployment", "orders-relay")
+                         ->at("/spec/template/spec"_json_pointer);
+  EXPECT_EQ(plain.dump().find("OUTBOX_DATABASE_"), std::string::npos);
+  EXPECT_EQ(plain.at("volumes").size(), 2u);
+}
+
 // The Kafka Secret reaches the relay and the compensation job as files (one per librdkafka
 // property), never as an argument or an environment variable; the cleanup job gets none.
 TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {

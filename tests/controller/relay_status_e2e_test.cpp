@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
 #include <thread>
+#include <tuple>
 
 #include <pqxx/pqxx>
 
@@ -159,6 +161,95 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndGetsStuckAndDrains) 
       },
       60s));
   EXPECT_EQ(table.count("status = 1"), 5);
+}
+
+// spec.database.tls against the test bed's second PostgreSQL, which serves TLS with a certificate
+// for "localhost" signed by the test bed's CA: the real relay, run with what the controller
+// rendered (the mounted CA's path swapped for the test bed's file), connects with verify-full
+// although the DSN says sslmode=require and reports it (`-o wide` shows it); a wrong CA and a
+// wrong host name are refused and become Degraded DatabaseTLSRefused with libpq's words; the DSN
+// alone (require, no CA) still connects and shows as unverified.
+TEST_F(ControllerE2E, DatabaseTlsIsVerifiedReportedAndARefusalIsACondition) {
+  const std::string pg2 = testbed::postgres2_dsn();  // postgresql://outbox:pw@127.0.0.1:port/outbox
+  const std::string by_name =
+      std::regex_replace(pg2, std::regex("@127\\.0\\.0\\.1:"), "@localhost:") +
+      "?hostaddr=127.0.0.1&sslmode=require";
+  const std::string by_ip = pg2 + "?sslmode=require";
+  const std::string table = "public." + testbed::unique_name("tls");
+  const std::string ca = testbed::require_env("OUTBOX_TEST_PG2_CA");
+  const std::string other_ca = testbed::require_env("OUTBOX_TEST_PG2_OTHER_CA");
+  const outbox::testing::CliResult migrated =
+      outbox::testing::run_cli(by_ip, std::string(OUTBOX_BINARY) + " migrate --table " + table);
+  ASSERT_EQ(migrated.exit_code, 0) << migrated.output;
+
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "unused: the test runs the relay"}});
+  testing::create_secret(client, ns, "pg-ca", {{"ca.crt", "unused"}});
+  testing::ControllerProcess ctl(ns, {}, "tls-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table;
+  spec["database"]["tls"] = {{"ca", {{"secretRef", {{"name", "pg-ca"}}}}}};
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", "tls-probe"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  // The rendered container: its arguments, and its environment with the mounted CA's path
+  // replaced by `ca_file` (and the TLS variables left out when `with_tls` is false).
+  auto run_relay = [&](const std::string& dsn, const std::string& ca_file, bool with_tls) {
+    Json c =
+        get(owned::deployments, "orders-relay").at("/spec/template/spec/containers/0"_json_pointer);
+    std::vector<std::string> args = {OUTBOX_BINARY};
+    for (const Json& a : c.at("args")) {
+      std::string s = a;
+      args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
+    }
+    args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
+    args.push_back("--report-interval=1s");
+    std::map<std::string, std::string> env = {{"OUTBOX_DSN", dsn}};
+    for (const Json& e : c.at("env")) {
+      const std::string name = e.at("name");
+      if (with_tls && name.rfind("OUTBOX_DATABASE_", 0) == 0) {
+        env[name] = name == "OUTBOX_DATABASE_CA_FILE" ? ca_file : e.at("value").get<std::string>();
+      }
+    }
+    EXPECT_TRUE(!with_tls || env.at("OUTBOX_DATABASE_SSLMODE") == "verify-full") << c.dump();
+    return std::make_unique<testing::Process>(
+        args, env,
+        ::testing::TempDir() + "relay-tls-" + ns + "-" + std::to_string(env.size()) + ".log");
+  };
+  auto reported_tls = [&] {
+    return relay("orders").value("/status/database/tls"_json_pointer, "");
+  };
+
+  {
+    auto verified = run_relay(by_name, ca, true);
+    ASSERT_TRUE(eventually([&] { return reported_tls() == "verify-full"; }, 40s))
+        << relay("orders").value("status", Json::object()).dump();
+    const std::string wide = testing::kubectl("-n " + ns + " get obr orders -o wide");
+    EXPECT_NE(wide.find("TLS"), std::string::npos) << wide;
+    EXPECT_NE(wide.find("verify-full"), std::string::npos) << wide;
+  }
+  for (const auto& [dsn, ca_file, says] :
+       {std::tuple{by_name, other_ca, std::string("certificate verify failed")},
+        std::tuple{by_ip, ca, std::string("does not match host name \"127.0.0.1\"")}}) {
+    auto refused = run_relay(dsn, ca_file, true);
+    ASSERT_TRUE(eventually(
+        [&] {
+          const Json d = condition(relay("orders"), "Degraded");
+          return d.value("reason", "") == "DatabaseTLSRefused" &&
+                 d.value("message", "").find(says) != std::string::npos;
+        },
+        40s))
+        << says << ": " << relay("orders").value("status", Json::object()).dump();
+    EXPECT_EQ(relay("orders").value("/status/relayProblem/reason"_json_pointer, ""),
+              "DatabaseTLSRefused");
+  }
+  {
+    auto unverified = run_relay(by_ip, "", false);
+    ASSERT_TRUE(eventually([&] { return reported_tls() == "unverified"; }, 40s))
+        << relay("orders").value("status", Json::object()).dump();
+    EXPECT_NE(testing::kubectl("-n " + ns + " get obr orders -o wide").find("unverified"),
+              std::string::npos);
+  }
 }
 
 // The compensation and retention jobs, run by the real binary with the arguments the controller

@@ -115,7 +115,7 @@ table=$(kubectl get obr orders -n "$ns")
 expect_contains "printer columns" "$(head -1 <<<"$table")" "READY   PENDING   FAILED   OLDEST   AGE"
 expect_contains "printer column values (Ready, Pending, Failed, Oldest)" "$(tail -1 <<<"$table")" "True    12        3        0.4"
 wide=$(kubectl get obr orders -n "$ns" -o wide)
-expect_contains "wide columns" "$(head -1 <<<"$wide" | tr -s " ")" "REASON REPLICAS MEASURED AGE"
+expect_contains "wide columns" "$(head -1 <<<"$wide" | tr -s " ")" "REASON REPLICAS TLS MEASURED AGE"
 # The report's time as an age (kubectl prints a date column as one): how stale the figures are.
 expect_eq "Measured shows the report's age" "$(tail -1 <<<"$wide" | awk '{print ($(NF-1) ~ /^[0-9]+s$/)}')" "1"
 # The status subresource ignores spec changes, and the main resource ignores status.
