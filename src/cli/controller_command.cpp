@@ -34,6 +34,7 @@ struct ControllerFlags {
   std::string secret_recheck = "30s";
   std::string not_ready_recheck = "30s";
   std::string resync_period = "10m";
+  int max_rolling_relays = 10;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -97,6 +98,12 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
                   "how often a resource whose relay pods are not ready looks again for why")
       ->capture_default_str();
 
+  cmd->add_option("--max-rolling-relays", f->max_rolling_relays,
+                  "relay Deployments rolling out at once across the cluster; more wait (0: no "
+                  "limit)")
+      ->envname("OUTBOX_MAX_ROLLING_RELAYS")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--resync-period", f->resync_period,
                   "how often every OutboxRelay is reconciled even without a change (0s: never)")
       ->envname("OUTBOX_RESYNC_PERIOD")
@@ -122,6 +129,7 @@ controller::ControllerOptions controller_options(const ControllerFlags& flags) {
   options.secret_retry = parse_duration(flags.secret_recheck);
   options.not_ready_recheck = parse_duration(flags.not_ready_recheck);
   options.resync_period = parse_duration(flags.resync_period);
+  options.max_rolling_relays = flags.max_rolling_relays;
   options.identity = flags.identity.empty() ? process_identity() : flags.identity;
   if (flags.leader_elect) {
     if (flags.lease_namespace.empty()) {

@@ -63,6 +63,12 @@ struct ControllerOptions {
   // controller-runtime's SyncPeriod): repairs what no event reports, e.g. an ownerReference
   // removed from an object that no longer maps back to its owner. Zero: never.
   std::chrono::milliseconds resync_period{600'000};
+  // At most this many relay Deployments roll out at once across everything this operator
+  // watches; a resource whose relay pod template would change while that many are rolling
+  // keeps its pods as they are (Reconciling=True RolloutQueued) and is looked at again soon.
+  // An operator upgrade that changes every relay's image then rolls the fleet in waves. New
+  // resources are never held. Zero: no limit.
+  int max_rolling_relays = 10;
 };
 
 // What a reconcile that did not throw asks of the queue. Failures are thrown, never returned.
@@ -142,13 +148,19 @@ class Controller {
   // Applying owned objects (relay_apply.cpp). Applies every rendered object; throws after
   // reporting ApplyFailed when the apiserver refused any. Then prunes an unwanted PDB.
   void apply_all(const Json& relay, const RenderedRelay& rendered, std::stop_token stop);
+  // Takes the relay Deployment out of `rendered` when applying it would start a rollout while
+  // max_rolling_relays are rolling already; true when it did.
+  bool hold_rollout(RenderedRelay& rendered);
+  // Relay Deployments rolling out now: as the caches show them, and those this process changed
+  // whose new generation the caches do not show as rolled yet.
+  int rolling_relays();
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
 
   // The status and Events (relay_status_write.cpp). Writes the status if it changed; true
   // while the relay pods are not all ready.
-  bool update_status(const Json& relay, const std::optional<Problem>& problem,
-                     std::stop_token stop);
+  bool update_status(const Json& relay, const std::optional<Problem>& problem, std::stop_token stop,
+                     bool rollout_queued = false);
   // Why the relay pods are not ready, from one list of them (see not_ready_detail).
   std::string pods_detail(const Json& relay);
   // Whether the cached `relay` shows this process's last status write (or it never wrote one).
@@ -182,6 +194,8 @@ class Controller {
   std::map<std::string, Applied> applied_;             // "plural/ns/name" -> what we last applied
   std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
   std::map<std::string, long long> failed_seen_;       // "ns/name" -> status.backlog.failed
+  std::map<std::string, long long> rollouts_started_;  // "ns/name" of a Deployment -> generation
+  std::mutex rollout_mu_;  // one hold_rollout at a time: the count and the start are one step
   // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
   std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
       secret_versions_;

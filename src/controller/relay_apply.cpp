@@ -1,5 +1,7 @@
 #include "controller/controller.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "kube/errors.hpp"
@@ -134,6 +136,95 @@ void Controller::apply_owned(const OwnedObject& owned) {
   applies_.inc();
   std::lock_guard lock(applied_mu_);
   applied_[id] = {hash, result.at("metadata").value("resourceVersion", "")};
+}
+
+namespace {
+
+// Whether the Deployment controller is rolling `deployment` out: a generation it has not seen
+// yet, or its Progressing condition says a new ReplicaSet is being scaled up. Not a Deployment
+// whose pods merely crash (that is no rollout, and would hold the budget forever), nor one past
+// its progress deadline.
+bool rolling_out(const Json& deployment) {
+  const long long generation = deployment.at("metadata").value("generation", 0LL);
+  const Json status = deployment.value("status", Json::object());
+  if (deployment.value("/spec/replicas"_json_pointer, 1) == 0) {
+    return false;
+  }
+  if (status.value("observedGeneration", 0LL) < generation) {
+    return true;
+  }
+  for (const Json& c : status.value("conditions", Json::array())) {
+    if (c.value("type", "") == "Progressing") {
+      return c.value("status", "") == "True" && c.value("reason", "") == "ReplicaSetUpdated";
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int Controller::rolling_relays() {
+  std::map<std::string, Json> deployments;
+  for (auto& [key, informer] : owned_informers_) {
+    if (key.first == owned::deployments.plural) {
+      for (Json& d : informer->list()) {
+        deployments.emplace(kube::Informer::key_of(d), std::move(d));
+      }
+    }
+  }
+  int rolling = 0;
+  std::lock_guard lock(applied_mu_);
+  for (auto it = rollouts_started_.begin(); it != rollouts_started_.end();) {
+    const auto d = deployments.find(it->first);
+    const bool seen =
+        d != deployments.end() && d->second.at("metadata").value("generation", 0LL) >= it->second;
+    if (d == deployments.end() || (seen && !rolling_out(d->second))) {
+      it = rollouts_started_.erase(it);  // gone, or rolled out
+      continue;
+    }
+    if (!seen) {
+      ++rolling;  // the cache shows the generation before ours: not counted below
+    }
+    ++it;
+  }
+  for (const auto& [key, d] : deployments) {
+    rolling += rolling_out(d) ? 1 : 0;
+  }
+  return rolling;
+}
+
+bool Controller::hold_rollout(RenderedRelay& rendered) {
+  if (options_.max_rolling_relays <= 0) {
+    return false;
+  }
+  std::lock_guard one_at_a_time(rollout_mu_);
+  auto it = std::find_if(rendered.objects.begin(), rendered.objects.end(),
+                         [](const OwnedObject& o) { return o.resource == &owned::deployments; });
+  if (it == rendered.objects.end()) {
+    return false;
+  }
+  const std::string ns = ns_of(it->object);
+  const std::string key = ns + "/" + name_of(it->object);
+  kube::Informer* informer = informer_for(owned::deployments, ns);
+  const std::optional<Json> live = informer ? informer->get(key) : std::nullopt;
+  const Json& template_ = it->object.at("/spec/template"_json_pointer);
+  if (!live || contains(live->value("/spec/template"_json_pointer, Json()), template_)) {
+    return false;  // a new resource, or no new pod template: nothing to roll
+  }
+  {
+    std::lock_guard lock(applied_mu_);
+    if (rollouts_started_.contains(key)) {
+      rollouts_started_[key] = live->at("metadata").value("generation", 0LL) + 1;
+      return false;  // already one of the rolling ones: a second change joins its rollout
+    }
+  }
+  if (rolling_relays() >= options_.max_rolling_relays) {
+    rendered.objects.erase(it);
+    return true;
+  }
+  std::lock_guard lock(applied_mu_);
+  rollouts_started_[key] = live->at("metadata").value("generation", 0LL) + 1;
+  return false;
 }
 
 void Controller::delete_pdb(const std::string& ns, const std::string& name) {

@@ -39,6 +39,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
     return {Outcome::kRequeueAfter, options_.secret_retry};
   }
 
+  const bool rollout_queued = hold_rollout(rendered);
   apply_all(*relay, rendered, stop);
   answer_ended_requeue(*relay, stop);
 
@@ -46,7 +47,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
   // last backlog report turns stale: look again then.
-  const bool not_ready = update_status(*relay, std::nullopt, stop);
+  const bool not_ready = update_status(*relay, std::nullopt, stop, rollout_queued);
   std::optional<std::chrono::milliseconds> recheck;
   if (auto stale_in = backlog_report_turns_stale_in(relay->value("status", Json::object()),
                                                     std::chrono::system_clock::now())) {
@@ -54,6 +55,10 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   }
   if (not_ready) {
     recheck = recheck ? std::min(*recheck, options_.not_ready_recheck) : options_.not_ready_recheck;
+  }
+  if (rollout_queued) {
+    constexpr std::chrono::milliseconds kRolloutQueueRecheck{5'000};
+    recheck = recheck ? std::min(*recheck, kRolloutQueueRecheck) : kRolloutQueueRecheck;
   }
   if (recheck) {
     return {Outcome::kRequeueAfter, *recheck};

@@ -184,6 +184,11 @@ struct Conditions {
     if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
       return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
     }
+    if (in.rollout_queued) {
+      return make("Reconciling", true, "RolloutQueued",
+                  "The relay pods' new template waits: as many relay Deployments as the "
+                  "operator rolls at once (--max-rolling-relays) are rolling out now.");
+    }
     if (!suspend && !rollout.complete) {
       return make("Reconciling", true, "RollingOut",
                   "The relay Deployment is rolling out: " + pods_ready());

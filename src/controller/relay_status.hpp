@@ -30,6 +30,9 @@ struct StatusInputs {
   // cached, if any.
   std::string schema_job_name;
   const Json* schema_job = nullptr;
+  // The relay Deployment's new pod template waits for the rollout budget
+  // (ControllerOptions::max_rolling_relays).
+  bool rollout_queued = false;
 };
 
 // The relay's own report of why it is not ready (status.relayProblem, written by the relay pods

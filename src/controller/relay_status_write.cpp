@@ -14,7 +14,7 @@ const kube::Resource kPods{"", "v1", "pods", true};
 }  // namespace
 
 bool Controller::update_status(const Json& relay, const std::optional<Problem>& problem,
-                               std::stop_token stop) {
+                               std::stop_token stop, bool rollout_queued) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   note_failed_events(relay);
@@ -36,7 +36,7 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
   auto compute = [&](const Json& observed) {
     return compute_status({observed, deployment ? &*deployment : nullptr, problem,
                            std::chrono::system_clock::now(), detail, job_name,
-                           job ? &*job : nullptr});
+                           job ? &*job : nullptr, rollout_queued});
   };
   Json desired = compute(relay);
   if (relays_not_ready(desired) && deployment &&

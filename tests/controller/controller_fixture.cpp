@@ -108,8 +108,12 @@ static std::vector<std::string> controller_args(const std::string& watch_ns, uns
                                    "controller",
                                    "--kubeconfig=" + testbed::kubeconfig_path(),
                                    "--namespaces=" + watch_ns,
-                                   "--relay-image=ghcr.io/outbox-operator/outbox-operator:test",
                                    "--listen=127.0.0.1:" + std::to_string(port)};
+  // An operator of another release is one with another default relay image.
+  if (std::none_of(extra.begin(), extra.end(),
+                   [](const std::string& a) { return a.rfind("--relay-image=", 0) == 0; })) {
+    args.push_back("--relay-image=ghcr.io/outbox-operator/outbox-operator:test");
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

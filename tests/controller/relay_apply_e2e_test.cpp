@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "controller_e2e.hpp"
@@ -191,6 +192,95 @@ TEST_F(ControllerE2E, ThePauseAnnotationHoldsEveryOwnedObjectUntilRemoved) {
       },
       20s))
       << relay("orders").dump();
+}
+
+// What the Deployment controller writes when a rollout has finished; this test bed phase runs
+// no kube-controller-manager, so the test writes it (the cluster phase has the real one).
+void finish_rollout(kube::Client& client, const std::string& ns, const std::string& name) {
+  const Json d = client.get(owned::deployments, ns, name);
+  const int replicas = d.at("/spec/replicas"_json_pointer);
+  Json status = {{"observedGeneration", d.at("/metadata/generation"_json_pointer)},
+                 {"replicas", replicas},
+                 {"updatedReplicas", replicas},
+                 {"readyReplicas", replicas},
+                 {"availableReplicas", replicas},
+                 {"conditions", Json::array({{{"type", "Progressing"},
+                                              {"status", "True"},
+                                              {"reason", "NewReplicaSetAvailable"},
+                                              {"message", "done"}}})}};
+  client.merge_patch(owned::deployments, ns, name, {{"status", status}}, "status");
+}
+
+// An operator upgrade (a new default relay image) with --max-rolling-relays=2 and five
+// OutboxRelays: two Deployments take the new pod template, the other three keep theirs and say
+// Reconciling=True RolloutQueued, and each finished rollout lets the next one start, never more
+// than two at once, until all five run the new image.
+TEST_F(ControllerE2E, AnOperatorUpgradeRollsRelaysInWavesOfTheRolloutBudget) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  const std::vector<std::string> names = {"r1", "r2", "r3", "r4", "r5"};
+  {
+    testing::ControllerProcess old_release(ns, {"--max-rolling-relays=2"}, "budget-old-" + ns);
+    for (const std::string& n : names) {
+      client.create(kOutboxRelays, ns, relay_object(n, base_spec()));
+    }
+    ASSERT_TRUE(eventually(
+        [&] {
+          return std::all_of(names.begin(), names.end(),
+                             [&](const std::string& n) { return observed(n); });
+        },
+        30s));
+  }
+  for (const std::string& n : names) {
+    finish_rollout(client, ns, n + "-relay");
+  }
+  auto image_of = [&](const std::string& n) {
+    return get(owned::deployments, n + "-relay")
+        .at("/spec/template/spec/containers/0/image"_json_pointer)
+        .get<std::string>();
+  };
+  auto upgraded = [&] {
+    std::vector<std::string> out;
+    for (const std::string& n : names) {
+      if (image_of(n) == "ghcr.io/outbox-operator/outbox-operator:next") {
+        out.push_back(n);
+      }
+    }
+    return out;
+  };
+
+  testing::ControllerProcess new_release(
+      ns, {"--max-rolling-relays=2", "--relay-image=ghcr.io/outbox-operator/outbox-operator:next"},
+      "budget-new-" + ns);
+  std::set<std::string> finished;
+  for (int wave = 0; finished.size() < names.size(); ++wave) {
+    ASSERT_LT(wave, 5) << "no progress";
+    const std::size_t want = std::min(finished.size() + 2, names.size());
+    ASSERT_TRUE(eventually([&] { return upgraded().size() == want; }, 20s))
+        << "wave " << wave << ": " << upgraded().size() << " upgraded, want " << want;
+    std::this_thread::sleep_for(2s);  // no more than the budget, even given time
+    const std::vector<std::string> now = upgraded();
+    ASSERT_EQ(now.size(), want) << "wave " << wave;
+    for (const std::string& n : names) {
+      const bool is_upgraded = std::find(now.begin(), now.end(), n) != now.end();
+      if (!is_upgraded) {
+        EXPECT_TRUE(eventually(
+            [&] {
+              return condition(relay(n), "Reconciling").value("reason", "") == "RolloutQueued";
+            },
+            10s))
+            << n << ": " << relay(n).dump();
+      } else if (!finished.contains(n)) {
+        finish_rollout(client, ns, n + "-relay");
+        finished.insert(n);
+      }
+    }
+  }
+  for (const std::string& n : names) {
+    EXPECT_TRUE(eventually(
+        [&] { return condition(relay(n), "Reconciling").value("reason", "") != "RolloutQueued"; },
+        10s))
+        << n;
+  }
 }
 
 // spec.relay.template passes the CRD's admission and the API server's own validation of
