@@ -24,7 +24,7 @@ die() { printf 'image-rootfs: %s\n' "$*" >&2; exit 1; }
 [ $# -eq 2 ] || die "usage: $0 <binary> <outdir>"
 binary=$1
 out=$2
-[ -f "$binary" ] && [ -x "$binary" ] || die "$binary is not an executable file"
+if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then die "$binary is not an executable file"; fi
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
   die "$out is not empty (a leftover file would end up in the image)"
 fi
@@ -64,7 +64,7 @@ install -m 0755 "$(readlink -f "$interp")" "$out$(usr "$interp")"
 # name resolves to on this host (cp -L: a link chain such as libfmt.so.9 ->
 # libfmt.so.9.1.0 becomes one file).
 while read -r soname arrow path _; do
-  [ "$arrow" = "=>" ] && [[ $path == /* ]] || continue
+  if [ "$arrow" != "=>" ] || [[ $path != /* ]]; then continue; fi
   install -m 0644 "$(readlink -f "$path")" "$out$libdir/$soname"
 done <<<"$ldd_out"
 
