@@ -33,13 +33,15 @@ RUN scripts/librdkafka.sh /usr/local \
 # Only what the binary is built from: tests and benchmarks stay out of the image.
 COPY CMakeLists.txt ./
 COPY src/ src/
-COPY scripts/image-rootfs.sh scripts/
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_EXAMPLES=OFF \
       -DOUTBOX_LIBRDKAFKA_FROM_SOURCE=OFF \
  && cmake --build build --target outbox-operator \
  && install -D -m 0755 -s build/src/outbox-operator /out/usr/local/bin/outbox-operator \
- && /out/usr/local/bin/outbox-operator --version \
- && scripts/image-rootfs.sh /out/usr/local/bin/outbox-operator /rootfs
+ && /out/usr/local/bin/outbox-operator --version
+# The runtime image's root filesystem: the binary, its libraries and loader, CA bundle,
+# zoneinfo, passwd/group. A layer of its own, so a change to the script does not compile again.
+COPY scripts/image-rootfs.sh scripts/
+RUN scripts/image-rootfs.sh /out/usr/local/bin/outbox-operator /rootfs
 
 # --- runtime ------------------------------------------------------------------
 # Nothing but the build stage's /rootfs (see the header): no base image, no RUN.
