@@ -47,6 +47,9 @@ RUN scripts/image-rootfs.sh /out/usr/local/bin/outbox-operator /rootfs
 # Nothing but the build stage's /rootfs (see the header): no base image, no RUN.
 FROM scratch AS runtime
 COPY --from=build /rootfs/ /
+# An image from scratch has no environment: `kubectl exec <pod> -- outbox-operator ...`
+# (kubectl outbox, the runbooks) finds the binary by this PATH whatever the runtime's default.
+ENV PATH=/usr/local/bin
 LABEL org.opencontainers.image.title="outbox-operator" \
       org.opencontainers.image.description="Kubernetes operator for the transactional outbox pattern (PostgreSQL to Kafka)" \
       org.opencontainers.image.source="https://github.com/outbox-operator/outbox-operator"

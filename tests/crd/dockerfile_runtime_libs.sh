@@ -48,6 +48,7 @@ expect_eq "runtime stage copies only the build stage's /rootfs" \
   "$(grep -E '^(COPY|ADD) ' <<<"$instructions")" "COPY --from=build /rootfs/ /"
 expect_eq "runtime stage runs nothing" "$(grep -E '^RUN ' <<<"$instructions" || true)" ""
 expect_eq "runtime stage runs as 65532:65532" "$(grep '^USER ' <<<"$instructions")" "USER 65532:65532"
+expect_eq "PATH finds the binary (kubectl exec <pod> -- outbox-operator)" "$(grep '^ENV PATH=' <<<"$instructions")" "ENV PATH=/usr/local/bin"
 expect_eq "entrypoint is the binary" "$(grep '^ENTRYPOINT ' <<<"$instructions")" 'ENTRYPOINT ["/usr/local/bin/outbox-operator"]'
 
 # --- the root filesystem the script lays out --------------------------------------------
