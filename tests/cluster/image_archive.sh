@@ -8,17 +8,25 @@
 source "$(dirname "$0")/../crd/lib.sh"
 command -v jq >/dev/null || die "jq is needed"
 
-# A warm call returns the cached archive of this tree at once (it builds otherwise).
-out=$("$REPO_ROOT/scripts/testbed/build-images.sh" | tail -n1) || die "build-images.sh failed"
-archive=$out/outbox-operator.tar
+# Usage: image_archive.sh [archive]: by default the archive of this tree, from
+# build-images.sh (a warm call returns the cached one at once; it builds otherwise).
+if [ $# -gt 0 ]; then
+  archive=$1
+  ref=
+else
+  out=$("$REPO_ROOT/scripts/testbed/build-images.sh" | tail -n1) || die "build-images.sh failed"
+  archive=$out/outbox-operator.tar
+  ref=$(cat "$out/outbox-operator.ref")
+fi
 [ -f "$archive" ] || die "$archive is missing"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xf "$archive" -C "$work" || die "$archive is not a tar archive"
 [ -f "$work/manifest.json" ] || die "$archive has no manifest.json (not a docker-archive)"
 expect_eq "the archive holds one image" "$(jq length "$work/manifest.json")" "1"
-expect_eq "the image is the one build-images.sh recorded" "$(jq -r '.[0].RepoTags[0]' "$work/manifest.json")" \
-  "$(cat "$out/outbox-operator.ref")"
+if [ -n "$ref" ]; then
+  expect_eq "the image is the one build-images.sh recorded" "$(jq -r '.[0].RepoTags[0]' "$work/manifest.json")" "$ref"
+fi
 
 mapfile -t layers < <(jq -r '.[0].Layers[]' "$work/manifest.json")
 [ ${#layers[@]} -gt 0 ] || die "the manifest names no layers"
