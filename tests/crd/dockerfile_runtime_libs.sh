@@ -77,11 +77,13 @@ interp=$(ldd "$binary" | awk '$1 ~ /^\// && $2 ~ /^\(0x/ {print $1}')
 [ -n "$interp" ] && [ -f "$root$interp" ] && pass "loader at $interp" || fail "the loader ($interp) is not in the rootfs"
 [ -e "$root/lib64/ld-linux-x86-64.so.2" ] && pass "/lib64/ld-linux-x86-64.so.2 exists" ||
   fail "/lib64/ld-linux-x86-64.so.2 is missing"
+# libc's directory (x86_64-linux-gnu on amd64) is one the loader searches without a cache.
+libdir=$(dirname "$(ldd "$binary" | awk '$1 == "libc.so.6" {print $3}')")
+libdir=/usr${libdir#/usr}
 missing=()
 while read -r soname arrow _; do
   [ "$arrow" = "=>" ] || continue
-  [ -f "$root/lib/x86_64-linux-gnu/$soname" ] || [ -f "$root/usr/lib/x86_64-linux-gnu/$soname" ] ||
-    missing+=("$soname")
+  [ -f "$root$libdir/$soname" ] || missing+=("$soname")
 done < <(ldd "$binary")
 expect_eq "every library ldd lists is in the rootfs" "${missing[*]}" ""
 
