@@ -96,7 +96,7 @@ build_tools() {
 
 # Everything the Dockerfile reads: a change to any of it is a new image.
 source_hash() {
-  (cd "$REPO_ROOT" && find Dockerfile .dockerignore CMakeLists.txt src scripts/librdkafka.sh -type f -print0 | sort -z |
+  (cd "$REPO_ROOT" && find Dockerfile .dockerignore CMakeLists.txt src scripts/librdkafka.sh scripts/image-rootfs.sh -type f -print0 | sort -z |
     xargs -0 sha256sum | sha256sum | cut -c1-12)
 }
 
