@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2015
+# scripts/release.sh: refuses a version the tree does not carry everywhere (naming each
+# place), and on a copy of the tree whose CHANGELOG has the version's section it writes the
+# chart package, the CRD, the plain manifests and the plugin with checksums that verify, all
+# of them for that one version. The image (--image) is built by the cluster phase's own
+# image build from the same Dockerfile, so it is not built again here.
+source "$(dirname "$0")/lib.sh"
+use_helm
+export OUTBOX_TESTBED_BIN=${OUTBOX_TESTBED_BIN:-$(dirname "$HELM")}
+version=$(sed -n 's/^version: *//p' "$CHART_DIR/Chart.yaml")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A version nothing carries: refused, every place named, nothing written.
+if out=$("$REPO_ROOT/scripts/release.sh" 9.9.9 --allow-dirty --out "$tmp/refused" 2>&1); then
+  fail "release.sh 9.9.9 succeeded on a tree at $version"
+else
+  for place in "CMakeLists.txt project(VERSION)" "Chart.yaml version" "Chart.yaml appVersion" \
+    'CHANGELOG.md has no "## 9.9.9" section'; do
+    expect_contains "refusal names $place" "$out" "$place"
+  done
+fi
+[ ! -e "$tmp/refused" ] && pass "nothing written when refused" || fail "$tmp/refused was written"
+
+# A copy of what a release reads, with the Unreleased section named after the version.
+tree=$tmp/tree
+mkdir -p "$tree/scripts" "$tree/tests"
+cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
+  "$REPO_ROOT/CMakeLists.txt" "$tree/"
+cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
+cp "$REPO_ROOT/scripts/release.sh" "$tree/scripts/"
+sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
+if out=$("$tree/scripts/release.sh" "$version" --allow-dirty --out "$tmp/dist" 2>&1); then
+  pass "release.sh $version writes the release"
+else
+  fail "release.sh $version failed: $out"
+fi
+for f in "outbox-operator-$version.tgz" crds.yaml install.yaml kubectl-outbox SHA256SUMS; do
+  [ -s "$tmp/dist/$f" ] && pass "dist has $f" || fail "dist lacks $f"
+done
+(cd "$tmp/dist" && sha256sum --quiet -c SHA256SUMS) && pass "SHA256SUMS verifies" ||
+  fail "SHA256SUMS does not verify"
+expect_eq "SHA256SUMS covers the four other files" "$(wc -l <"$tmp/dist/SHA256SUMS")" "4"
+packaged=$(tar -xzOf "$tmp/dist/outbox-operator-$version.tgz" outbox-operator/Chart.yaml)
+expect_contains "the packaged chart is version $version" "$packaged" "version: $version"
+expect_contains "the packaged chart carries the CRD" "$(tar -tzf "$tmp/dist/outbox-operator-$version.tgz")" \
+  "outbox-operator/crds/outbox.dev_outboxrelays.yaml"
+expect_contains "install.yaml runs the image of $version" "$(cat "$tmp/dist/install.yaml")" \
+  "ghcr.io/outbox-operator/outbox-operator:$version"
+cmp -s "$tmp/dist/crds.yaml" "$CRD_FILE" && pass "crds.yaml is the CRD" || fail "crds.yaml differs from crds/"
+finish
