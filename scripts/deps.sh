@@ -12,6 +12,8 @@ packages=(
   # The test bed's node: container runtime, pod network, image building without a registry.
   containerd runc containernetworking-plugins buildah debootstrap busybox-static socat
   iproute2 procps
+  # A connection pooler the relay must tell apart by its pool mode (tests/relay/pooler_test).
+  pgbouncer
   # promtool (tests/monitoring); Debian ships it only inside the server package.
   prometheus
 )

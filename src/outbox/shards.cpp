@@ -1,10 +1,62 @@
 #include "outbox/shards.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace outbox {
 namespace {
 constexpr int kMaxMembers = 1024;
+
+struct SessionProbe {
+  int pid;
+  std::string marker;
+};
+
+// The backend's pid and the session-level marker setting, in a transaction of its own.
+SessionProbe probe(pqxx::connection& conn, const std::string& set_marker = "") {
+  pqxx::work tx(conn);
+  const pqxx::row r =
+      set_marker.empty()
+          ? tx.exec1(
+                "SELECT pg_backend_pid(), coalesce(current_setting('outbox.session_marker', "
+                "true), '')")
+          : tx.exec_params1(
+                "SELECT pg_backend_pid(), set_config('outbox.session_marker', $1, "
+                "false)",
+                set_marker);
+  tx.commit();
+  return {r[0].as<int>(), r[1].as<std::string>()};
+}
+
+}  // namespace
+
+void require_own_session(pqxx::connection& conn, const std::string& dsn) {
+  // Appended, not `"m" + std::to_string(...)`: GCC 12 at -O3 warns falsely (-Wrestrict) there.
+  std::string marker = "m";
+  marker += std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const SessionProbe first = probe(conn, marker);
+  SessionProbe other{};
+  {
+    pqxx::connection second(dsn);
+    other = probe(second);
+  }
+  const SessionProbe again = probe(conn);
+  std::string why;
+  if (other.pid == first.pid || other.marker == marker) {
+    why = "a second connection was given the same server session (backend pid " +
+          std::to_string(first.pid) + ")";
+  } else if (again.pid != first.pid || again.marker != marker) {
+    why = "two transactions of one connection ran in different server sessions (backend pids " +
+          std::to_string(first.pid) + " and " + std::to_string(again.pid) + ")";
+  }
+  if (!why.empty()) {
+    throw PooledConnection(
+        "the database connection goes through a pooler in transaction mode (" + why +
+        "): the relay's session advisory locks (shard ownership and its fencing) and LISTEN "
+        "need a session of their own. Connect to PostgreSQL directly, or through a pooler in "
+        "session mode (PgBouncer pool_mode=session, a CloudNativePG Pooler with poolMode: "
+        "session)");
+  }
 }
 
 ShardOwnership::ShardOwnership(pqxx::connection& conn, const TableName& table, int shard_count)

@@ -3,11 +3,29 @@
 #include <pqxx/pqxx>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "outbox/table.hpp"
 
 namespace outbox {
+
+// Thrown by require_own_session: the connection reaches PostgreSQL through a pooler in
+// transaction (or statement) mode, where consecutive transactions of one client may run in
+// different server sessions and several clients share one. Session advisory locks, and so shard
+// ownership and its fencing, would not hold there, nor would LISTEN.
+class PooledConnection : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Proves that `conn` is a session of its own: a session-level setting made in one transaction
+// is seen by the next one with the same backend, and a second connection to `dsn` (opened and
+// closed here) gets another backend and does not see it. A pooler in session mode passes; one
+// in transaction mode fails at once, as it hands the idle server session to the next client.
+// Throws PooledConnection naming the cause.
+void require_own_session(pqxx::connection& conn, const std::string& dsn);
 
 // Key-hash shard ownership shared by N relay replicas without an external lock
 // service. Each replica holds session-level advisory locks: one "member slot" lock

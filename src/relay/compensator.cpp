@@ -13,6 +13,7 @@ CompensationReport compensate(const CompensationConfig& config) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + config.time_budget;
   pqxx::connection conn(config.dsn);
+  require_own_session(conn, config.dsn);
   const TableInfo info = inspect_table(conn, TableName::parse(config.table), {config.columns});
   const TableName table = info.relay_table(TableName::parse(config.table));
   kafka::BatchProducer producer(config.kafka);

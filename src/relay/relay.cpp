@@ -284,6 +284,9 @@ void Relay::run(std::stop_token stop) {
       const std::string why = connection_failure(config_.dsn, e.what());
       set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + why,
                   is_tls_refusal(why) ? "DatabaseTLSRefused" : "");
+    } catch (const PooledConnection& e) {
+      // No retry fixes it but a new DSN (which restarts the pods): say so and keep looking.
+      set_problem(e.what(), "ConnectionPooled");
     } catch (const DatabaseMoved& e) {
       // Reading on would count unread events as sent: publish nothing, say why, and look
       // again after the backoff (someone runs migrate --rebase meanwhile).

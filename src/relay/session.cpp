@@ -5,15 +5,27 @@
 #include "outbox/connection.hpp"
 
 namespace outbox::relay {
+namespace {
+
+// Before anything else on the lock session: that it is a session of its own (behind a pooler
+// in transaction mode the statements below would fail for reasons that name no cause), then
+// how its server was verified (Session::tls()).
+std::string first_checks(pqxx::connection& conn, const std::string& dsn) {
+  require_own_session(conn, dsn);
+  const bool ssl = pqxx::nontransaction(conn)
+                       .exec(
+                           "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = "
+                           "pg_backend_pid()), false)")[0][0]
+                       .as<bool>();
+  return tls_verification(sslmode_of(dsn), ssl);
+}
+
+}  // namespace
 
 Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected,
                  bool per_key_order)
     : lock_conn_(dsn),
-      tls_(tls_verification(sslmode_of(dsn),
-                            pqxx::nontransaction(lock_conn_)
-                                .exec("SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = "
-                                      "pg_backend_pid()), false)")[0][0]
-                                .as<bool>())),
+      tls_(first_checks(lock_conn_, dsn)),
       info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),
