@@ -1,7 +1,7 @@
 #pragma once
 
-// A seed-style NAIVE relay, built only as the benchmark's baseline (c). It is
-// what DESIGN §5 forbids: select pending rows, send each one synchronously
+// A NAIVE relay, built only as the benchmark's baseline (c). It is
+// what the relay's design avoids: select pending rows, send each one synchronously
 // (produce, then wait for that one delivery report), update each row on its
 // own, and poll every 2 s when nothing is pending. Never use it for real.
 

@@ -295,7 +295,7 @@ Breakdown run_breakdown(const Options& o, const std::string& id, const std::stri
 }
 
 // ---------------------------------------------------------------------------
-// (c) The naive, seed-style relay on the same table shape and payloads.
+// (c) The naive relay on the same table shape and payloads.
 
 double run_naive(const Options& o, const std::string& id) {
   BenchTable t(o.dsn, "bench_naive_" + id);
@@ -987,7 +987,7 @@ struct JsonResult {
   std::string json_size, jsonb_size;
 };
 
-// json vs jsonb payload column (DESIGN §4: "measure which"). Two migrate-made
+// json vs jsonb payload column (which payload type costs less). Two migrate-made
 // tables, one altered to json. (1) What a service sees: transactions of 100
 // single-row INSERTs, alternating between the tables transaction by transaction;
 // the median transaction gives the rate. (2) The server-side cost alone: one
@@ -1178,7 +1178,7 @@ int run(const Options& o) {
   double c = NAN;
   if (has('c')) {
     c = run_naive(o, id);
-    rows.push_back({"(c) naive seed-style relay (sync send + UPDATE per row), " +
+    rows.push_back({"(c) naive relay (sync send + UPDATE per row), " +
                         fmt(static_cast<double>(o.naive_events)) + " events",
                     fmt(c) + " events/s", "", ""});
   }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "api/defaults.hpp"
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
 #include "cli/listen_address.hpp"
@@ -14,7 +15,6 @@
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
 #include "outbox/table.hpp"
-#include "relay/defaults.hpp"
 #include "relay/relay.hpp"
 #include "relay/status_reporter.hpp"
 
@@ -24,10 +24,10 @@ namespace {
 struct RelayOptions {
   DatabaseOptions db;
   PublishOptions publish;
-  int batch_size = relay::defaults::kBatchSize;
-  std::string poll_interval = format_duration(relay::defaults::kPollInterval);
-  std::string coalesce_window = format_duration(relay::defaults::kCoalesceWindow);
-  std::string stuck_after = format_duration(relay::defaults::kStuckAfter);
+  int batch_size = api::defaults::kBatchSize;
+  std::string poll_interval = format_duration(api::defaults::kPollInterval);
+  std::string coalesce_window = format_duration(api::defaults::kCoalesceWindow);
+  std::string stuck_after = format_duration(api::defaults::kStuckAfter);
   std::string listen = kDefaultListen;
   std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
   std::string kubeconfig;
@@ -74,9 +74,9 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.batch_size = o.batch_size;
   c.poll_interval = parse_duration(o.poll_interval);
   c.coalesce_window = parse_duration(o.coalesce_window);
-  if (c.coalesce_window > relay::defaults::kMaxCoalesceWindow) {
+  if (c.coalesce_window > api::defaults::kMaxCoalesceWindow) {
     throw std::invalid_argument("--coalesce-window must be at most " +
-                                format_duration(relay::defaults::kMaxCoalesceWindow));
+                                format_duration(api::defaults::kMaxCoalesceWindow));
   }
   c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.stuck_after));
   // The resource the operator started this pod for also labels the metrics; the pod's name

@@ -35,7 +35,7 @@ std::chrono::duration<Rep, Period> equal_jitter(std::chrono::duration<Rep, Perio
 }
 
 // Proportional jitter: delay scaled by a factor uniform in [1 - fraction, 1 + fraction]. The
-// mean stays on the schedule (the seed's 1, 2, 4 ... minutes for an event's retries) while
+// mean stays on the schedule (1, 2, 4 ... minutes for an event's retries) while
 // events that failed together retry apart.
 template <typename Rep, typename Period>
 std::chrono::duration<Rep, Period> proportional_jitter(std::chrono::duration<Rep, Period> delay,

@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "api/defaults.hpp"
 #include "common/duration.hpp"
 #include "controller/schedules.hpp"
 #include "outbox/column_map.hpp"
-#include "relay/defaults.hpp"
 
 namespace outbox::controller {
 namespace {
@@ -809,18 +809,17 @@ std::vector<std::string> relay_args(const Json& relay) {
   }
   args.push_back(
       "--batch-size=" +
-      std::to_string(value_at<int>(spec, "/relay/batchSize", outbox::relay::defaults::kBatchSize)));
-  args.push_back(
-      flag("poll-interval",
-           value_at<std::string>(spec, "/relay/pollInterval",
-                                 format_duration(outbox::relay::defaults::kPollInterval))));
+      std::to_string(value_at<int>(spec, "/relay/batchSize", outbox::api::defaults::kBatchSize)));
+  args.push_back(flag("poll-interval", value_at<std::string>(
+                                           spec, "/relay/pollInterval",
+                                           format_duration(outbox::api::defaults::kPollInterval))));
   args.push_back(
       flag("coalesce-window",
            value_at<std::string>(spec, "/relay/coalesceWindow",
-                                 format_duration(outbox::relay::defaults::kCoalesceWindow))));
-  args.push_back(flag(
-      "stuck-after", value_at<std::string>(spec, "/monitoring/stuckAfter",
-                                           format_duration(outbox::relay::defaults::kStuckAfter))));
+                                 format_duration(outbox::api::defaults::kCoalesceWindow))));
+  args.push_back(flag("stuck-after",
+                      value_at<std::string>(spec, "/monitoring/stuckAfter",
+                                            format_duration(outbox::api::defaults::kStuckAfter))));
   if (spec.contains("/relay/shards"_json_pointer)) {
     args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
   }

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/outbox_relay.hpp"
 #include "kube/resource.hpp"
 
 // What the operator runs for one OutboxRelay, rendered from its spec as plain objects ready for
@@ -22,35 +23,27 @@ namespace outbox::controller {
 
 using Json = nlohmann::json;
 
-inline const kube::Resource kOutboxRelays{"outbox.dev", "v1alpha1", "outboxrelays", true};
-inline const char kFieldManager[] = "outbox-operator";
-inline const char kRelayFieldManager[] = "outbox-relay";
-// The relay pods' status.relayProblem: a manager of its own, so a round that measured no
-// backlog (the database is down) can still say why without removing the last backlog.
-inline const char kRelayProblemFieldManager[] = "outbox-relay-problem";
+// The contract shared with the relay pods (api/outbox_relay.hpp), by their names here.
+using api::kFieldManager;
+using api::kOutboxRelays;
+using api::kPauseAnnotation;
+using api::kRelayFieldManager;
+using api::kRelayPort;
+using api::kRelayProblemFieldManager;
+using api::kRequeueAnnotation;
+
 inline const char kManagedByLabel[] = "app.kubernetes.io/managed-by";
 inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
 // The referenced Secrets' resourceVersions, hashed: a rotated credential changes the pod
-// template, so the relay pods roll and start with the new value (env from a Secret is read
-// only when a container starts).
+// template, so the relay pods roll and start with the new value (the DSN is read when the
+// process starts).
 inline const char kSecretsHashAnnotation[] = "outbox.dev/secrets-hash";
-inline constexpr int kRelayPort = 8080;
-
-// The annotation a GitOps user sets on an OutboxRelay to requeue every FAILED event. Its value
-// is an opaque request token (a timestamp by convention): each new value runs one requeue Job,
-// which writes it back as status.lastRequeue.request.
-inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
 
 // What is wrong with `token` as a request token, or "" when nothing is: 1 to 63 characters of
 // A-Z a-z 0-9 : . _ + -, so it passes as one command-line argument as it is (no `$` for
 // Kubernetes to expand, no space, no `=`). The value itself is not quoted back: it may be long
 // or not printable.
 std::string requeue_token_problem(const std::string& token);
-
-// The annotation that holds one OutboxRelay still: while its value is "true" the operator
-// creates, changes and deletes none of the resource's objects (the relays keep running as
-// they are) and says so in the Reconciling condition; removing it resumes.
-inline const char kPauseAnnotation[] = "outbox.dev/pause-reconciliation";
 
 // Whether `relay` carries kPauseAnnotation set to "true".
 bool reconciliation_paused(const Json& relay);

@@ -326,15 +326,6 @@ struct Conditions {
 
 }  // namespace
 
-std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text) {
-  std::tm tm{};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (end == nullptr || *end != '\0') {
-    return std::nullopt;
-  }
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
-}
-
 bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_point now) {
   return backlog_report_turns_stale_in(status, now).has_value();
 }
@@ -389,15 +380,6 @@ std::string not_ready_detail(const Json& pods, const Json& relay_status,
     out += (out.empty() ? "" : " ") + d + (d.ends_with(".") ? "" : ".");
   }
   return out;
-}
-
-std::string format_time(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 Json find_condition(const Json& status, const std::string& type) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/outbox_relay.hpp"
+
 // The status the operator writes for one OutboxRelay, computed from what it observed. Pure: the
 // reconciler gathers the inputs, this decides the conditions.
 namespace outbox::controller {
@@ -68,8 +70,7 @@ std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in
 // Whether a status.relayProblem was reported within kRelayProblemFresh of `now`.
 bool relay_problem_fresh(const Json& relay_problem, std::chrono::system_clock::time_point now);
 
-// Parses what format_time writes; nullopt for anything else.
-std::optional<std::chrono::system_clock::time_point> parse_time(const std::string& text);
+using api::parse_time;
 
 // Whether the status computed by compute_status says the relay pods are not all ready yet
 // (Ready=False RelaysNotReady): worth a look again soon, as no watch event may report why.
@@ -112,7 +113,6 @@ std::vector<EventNote> condition_events(const Json& before, const Json& desired)
 std::optional<EventNote> failed_events_event(std::optional<long long> seen, const Json& status,
                                              const std::string& ns, const std::string& name);
 
-// RFC 3339 in UTC with second precision (metav1.Time).
-std::string format_time(std::chrono::system_clock::time_point t);
+using api::format_time;
 
 }  // namespace outbox::controller

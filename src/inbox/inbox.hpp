@@ -8,7 +8,7 @@
 
 namespace outbox::inbox {
 
-// Consumer-side dedupe (seed §4.3): a consumer records each event_id it applies in
+// Consumer-side dedupe: a consumer records each event_id it applies in
 // an inbox table, under a unique key, inside the same transaction as the business
 // effect. A redelivered event finds its id already there and is skipped, so
 // at-least-once delivery yields the effect exactly once.

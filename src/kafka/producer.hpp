@@ -13,8 +13,8 @@ class Producer;
 
 namespace outbox::kafka {
 
-// How the relay must treat a delivery error (DESIGN §5: count attempts only
-// for real refusals).
+// How the relay must treat a delivery error (an attempt counts only for a
+// real refusal; docs/relay.md).
 enum class ErrorClass {
   kNone,         // delivered
   kUnreachable,  // broker down, timed out, queue full: defer, burn no attempt

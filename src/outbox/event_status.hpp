@@ -4,7 +4,7 @@
 
 namespace outbox {
 
-// Event status values stored in the status column (seed §2.1).
+// Event status values stored in the status column (docs/relay.md, the table).
 enum class EventStatus : int { kPending = 0, kSent = 1, kFailed = 2 };
 
 // The status as SQL text, spliced into statements rather than bound as a parameter: the

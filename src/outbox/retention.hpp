@@ -13,7 +13,7 @@
 namespace outbox {
 
 struct RetentionConfig {
-  std::chrono::seconds keep_sent{168 * 3600};  // seed §5.1: a week
+  std::chrono::seconds keep_sent{168 * 3600};  // a week by default
   int batch_size = 1000;
   std::optional<TableName> archive;    // move rows there instead of deleting them
   std::chrono::milliseconds pause{0};  // between batches, to leave room to the relays

@@ -26,7 +26,7 @@ std::string shard_column(int shard_count) {
          ") STORED";
 }
 
-// Version 1: the seed's outbox_event table (§2.1) translated to PostgreSQL.
+// Version 1: the outbox table (its columns: docs/relay.md).
 std::vector<std::string> version_1(const TableName& t, int shard_count,
                                    const std::string& payload) {
   const std::string q = t.quoted();

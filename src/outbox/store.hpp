@@ -96,7 +96,7 @@ class EventStore {
   // Between batches (nothing in flight): log mode records how far idle shards have
   // been read and makes partitions ahead. Status mode: nothing to do.
   virtual void maintain(const std::vector<int>& /*owned*/) {}
-  // Counts for the monitor (seed §4.2): pending, failed, stuck past `stuck_after`.
+  // Counts for the monitor (the backlog metrics): pending, failed, stuck past `stuck_after`.
   virtual Backlog backlog(std::chrono::seconds stuck_after) = 0;
   // Signals of a polling queue heading for trouble: dead tuples, the oldest open
   // transaction (in log mode it holds the reads back: latency, not loss), vacuum lag.

@@ -6,7 +6,7 @@
 
 namespace outbox::relay {
 
-// An event's retry schedule (seed §3.3: 1, 2, 4 ... minutes), capped, with proportional jitter
+// An event's retry schedule (1, 2, 4 ... minutes; docs/relay.md), capped, with proportional jitter
 // (common/backoff.hpp); the relay stores the resulting time in the event's row.
 struct BackoffPolicy {
   std::chrono::milliseconds initial{60'000};

@@ -36,7 +36,7 @@ struct CompensationReport {
   std::string json() const;          // for machines (the controller, alerting)
 };
 
-// The seed's safety net (§3.2), made safe beside live relays: it publishes only
+// The safety net for shards no relay holds, made safe beside live relays: it publishes only
 // the shards no live relay holds (the same advisory locks), with the same claim,
 // ordering and retry rules, so it never reorders a key or sends twice against a
 // live relay. Claims are not stored in rows, so a dead relay leaves nothing to

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "api/defaults.hpp"
 #include "kafka/producer.hpp"
 #include "metrics/registry.hpp"
 #include "outbox/store.hpp"
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
 #include "relay/batch_publisher.hpp"
-#include "relay/defaults.hpp"
 #include "relay/session.hpp"
 #include "relay/topic_router.hpp"
 #include "relay/write_behind.hpp"
@@ -32,24 +32,24 @@ struct RelayConfig {
   int shards = 0;  // > 0: the table must have this many shards (spec.relay.shards)
   kafka::ProducerConfig kafka;
   PublishPolicy publish;  // routes, attempts, backoff, mark or delete
-  int batch_size = defaults::kBatchSize;
-  std::chrono::milliseconds poll_interval = defaults::kPollInterval;
+  int batch_size = api::defaults::kBatchSize;
+  std::chrono::milliseconds poll_interval = api::defaults::kPollInterval;
   // After a claim that found events (and did not fill a batch), the next claim waits until
   // this long after it began: the commits of a window share one claim, one send and one
   // write-back, at up to this much latency for all but the first (docs/relay.md,
   // "Coalescing wake-ups"). 0: claim on every wake-up.
-  std::chrono::milliseconds coalesce_window = defaults::kCoalesceWindow;
-  std::chrono::seconds stuck_after = defaults::kStuckAfter;
+  std::chrono::milliseconds coalesce_window = api::defaults::kCoalesceWindow;
+  std::chrono::seconds stuck_after = api::defaults::kStuckAfter;
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};
   // How long the relay may go on sending while a write-back runs: past it, the next send
   // waits for that write-back, so a replica whose lock session is lost stops sending
   // within about this long (the fencing bound; docs/relay.md).
-  std::chrono::milliseconds write_behind_limit = defaults::kWriteBehindLimit;
+  std::chrono::milliseconds write_behind_limit = api::defaults::kWriteBehindLimit;
   // How long a settled batch may wait, while the next is in flight, for more to be
   // written back with it in one statement (fewer statements per event; the fencing
   // bound grows by as much).
-  std::chrono::milliseconds write_behind_linger = defaults::kWriteBehindLinger;
+  std::chrono::milliseconds write_behind_linger = api::defaults::kWriteBehindLinger;
   std::string identity;  // for logs; defaults to process_identity()
   // Labels every series carries beside `table`: in a pod the operator started, the
   // OutboxRelay's `namespace` and name (`outboxrelay`), so that a scrape without the
@@ -108,8 +108,8 @@ struct RelayMetrics {
 };
 
 // The long-running relay worker: claims committed outbox rows of the shards it
-// owns, publishes them, marks what the broker acknowledged. DESIGN §5 states the
-// semantics; docs/relay.md explains how. The loop is run(): one Session per
+// owns, publishes them, marks what the broker acknowledged. docs/relay.md states
+// the semantics and how they are kept. The loop is run(): one Session per
 // database session, pump() until stopped, then drain().
 //
 // Guarantees:

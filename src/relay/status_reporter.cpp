@@ -4,17 +4,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/outbox_relay.hpp"
 #include "common/stop.hpp"
-#include "controller/relay_resources.hpp"
-#include "controller/relay_status.hpp"
 
 namespace outbox::relay {
 namespace {
 // The status contract with the operator, which reads what this writes.
-using controller::format_time;
-using controller::kOutboxRelays;
-using controller::kRelayFieldManager;
-using controller::kRelayProblemFieldManager;
+using api::format_time;
+using api::kOutboxRelays;
+using api::kRelayFieldManager;
+using api::kRelayProblemFieldManager;
 using Json = nlohmann::json;
 }  // namespace
 

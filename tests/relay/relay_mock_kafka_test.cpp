@@ -54,7 +54,7 @@ class MockCluster {
 
 // The pipelined relay claims batch k+1 while batch k is in flight. When the
 // broker refuses some of k, k+1 must not publish later events of those keys:
-// they wait until the refused events are retried (DESIGN §5, per-key order).
+// they wait until the refused events are retried (docs/relay.md, "Order per key").
 TEST(RelayMockKafka, RefusedEventsAreNeverOvertakenByLaterEventsOfTheirKey) {
   MockCluster kafka(1);
   testing::OutboxTestTable t;

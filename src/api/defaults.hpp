@@ -4,7 +4,7 @@
 
 // The relay's defaults, defined once: RelayConfig, the relay command's flags and the
 // operator's rendering of an OutboxRelay (for the fields its spec leaves out) use these.
-namespace outbox::relay::defaults {
+namespace outbox::api::defaults {
 
 inline constexpr int kBatchSize = 500;
 inline constexpr std::chrono::milliseconds kPollInterval{2000};
@@ -15,4 +15,4 @@ inline constexpr std::chrono::milliseconds kWriteBehindLinger{10};
 inline constexpr std::chrono::milliseconds kCoalesceWindow{0};
 inline constexpr std::chrono::milliseconds kMaxCoalesceWindow{10'000};
 
-}  // namespace outbox::relay::defaults
+}  // namespace outbox::api::defaults
