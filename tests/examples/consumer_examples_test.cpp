@@ -113,10 +113,12 @@ struct ConsumerExample : ::testing::Test {
       command = "java -cp '" + deps().at("java_classpath") + "' PointsService --dsn '" +
                 jdbc_url(testbed::postgres_dsn()) + "' --inbox " + inbox.plain() +
                 " --max-messages " + std::to_string(count) + args;
-    } else {  // C++: its own inbox, public.points_inbox; it stops when idle
+    } else {
+      // C++: its own inbox, public.points_inbox. It stops after 10 s without a message, the
+      // group join included.
       command = std::string(POINTS_SERVICE_BINARY) + " --dsn '" + testbed::postgres_dsn() +
                 "' --brokers " + testbed::kafka_bootstrap() + " --topic " + topic + " --group " +
-                group + " --idle-exit 5";
+                group + " --idle-exit 10";
     }
     auto r = testing::run_cli(testbed::postgres_dsn(), command);
     EXPECT_EQ(r.exit_code, 0) << r.output;
