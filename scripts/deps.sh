@@ -9,6 +9,8 @@ packages=(
   # librdkafka 2.8 is built from source (scripts/librdkafka.sh): curl and what it links.
   curl libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev
   postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven golang-go
+  # The consumer examples (scripts/examples-deps.sh): a venv, and javac for the Java one.
+  python3-venv openjdk-17-jdk-headless
   # The test bed's node: container runtime, pod network, image building without a registry.
   containerd runc containernetworking-plugins buildah debootstrap busybox-static socat
   iproute2 procps
@@ -25,6 +27,10 @@ done
 if command -v java >/dev/null && java -version 2>&1 | grep -q 'version "17'; then
   missing=("${missing[@]/openjdk-17-jre-headless}")
 fi
+if command -v javac >/dev/null && javac -version 2>&1 | grep -q 'javac 17'; then
+  missing=("${missing[@]/openjdk-17-jdk-headless}")
+fi
+python3 -c 'import ensurepip, venv' 2>/dev/null && missing=("${missing[@]/python3-venv}")
 command -v mvn >/dev/null && missing=("${missing[@]/maven}")
 command -v go >/dev/null && missing=("${missing[@]/golang-go}")
 read -r -a missing <<<"${missing[*]}"

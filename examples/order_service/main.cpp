@@ -1,4 +1,4 @@
-// order-service: the seed's producer side. Each order is paid in one local
+// order-service: the producer side. Each order is paid in one local
 // transaction that updates the order row and enqueues ORDER_PAID in the outbox
 // (update first, then insert: the row lock orders events of one order by commit).
 // Every --rollback-every-th transaction fails after both writes and rolls back, as a

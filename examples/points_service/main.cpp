@@ -8,6 +8,8 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 
@@ -31,7 +33,7 @@ std::string header(RdKafka::Message& m, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"points-service: the seed's example consumer, deduped with the inbox"};
+  CLI::App app{"points-service: the example consumer, deduped with the inbox"};
   std::string dsn, brokers, topic = "outbox.ORDER_PAID", group = "points-service";
   double idle_exit = 0;
   app.add_option("--dsn", dsn, "PostgreSQL connection string")->envname("POINTS_DSN")->required();
@@ -58,7 +60,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   consumer->subscribe({topic});
-  long applied = 0, duplicates = 0, rejected = 0;
+  long applied = 0, duplicates = 0, stale = 0, rejected = 0;
   long traced = 0;  // applied with the order service's trace context (a W3C traceparent)
   auto last_message = std::chrono::steady_clock::now();
   while (g_stop == 0) {
@@ -73,7 +75,13 @@ int main(int argc, char** argv) {
     last_message = std::chrono::steady_clock::now();
     std::string payload(static_cast<const char*>(m->payload()), m->len());
     try {
-      switch (service.handle(header(*m, "event_id"), header(*m, "biz_type"), payload)) {
+      const std::string seq = header(*m, "outbox.seq");
+      std::optional<std::int64_t> seq_value;
+      if (!seq.empty()) {
+        seq_value = std::stoll(seq);
+      }
+      switch (service.handle(header(*m, "event_id"), header(*m, "biz_type"), payload,
+                             m->key() != nullptr ? *m->key() : std::string(), seq_value)) {
         case example::PointsService::Outcome::kApplied:
           ++applied;
           // A real consumer would start its span as a child of this one.
@@ -81,6 +89,9 @@ int main(int argc, char** argv) {
           break;
         case example::PointsService::Outcome::kDuplicate:
           ++duplicates;
+          break;
+        case example::PointsService::Outcome::kStale:
+          ++stale;
           break;
         case example::PointsService::Outcome::kIgnored:
           break;
@@ -94,6 +105,7 @@ int main(int argc, char** argv) {
   }
   consumer->close();
   std::cout << "points-service: applied " << applied << ", duplicates skipped " << duplicates
-            << ", rejected " << rejected << ", traced " << traced << std::endl;
+            << ", stale skipped " << stale << ", rejected " << rejected << ", traced " << traced
+            << std::endl;
   return 0;
 }

@@ -17,7 +17,8 @@ void PointsService::migrate() {
 
 PointsService::Outcome PointsService::handle(const std::string& event_id,
                                              const std::string& biz_type,
-                                             const std::string& payload) {
+                                             const std::string& payload, const std::string& key,
+                                             std::optional<std::int64_t> seq) {
   if (biz_type != "ORDER_PAID") {
     return Outcome::kIgnored;
   }
@@ -33,8 +34,15 @@ PointsService::Outcome PointsService::handle(const std::string& event_id,
                                 ": payload needs \"user\" (string) and \"amount\" (integer)");
   }
   pqxx::work tx(conn_);
-  if (!inbox_.record(tx, event_id)) {
-    return Outcome::kDuplicate;  // the transaction ends unused: nothing to undo
+  // The transaction of a duplicate or a stale event commits the inbox's record only.
+  if (!seq) {
+    if (!inbox_.record(tx, event_id)) {
+      return Outcome::kDuplicate;  // the transaction ends unused: nothing to undo
+    }
+  } else if (const auto o = inbox_.apply(tx, event_id, key, *seq);
+             o != outbox::inbox::Inbox::Outcome::kNew) {
+    tx.commit();
+    return o == outbox::inbox::Inbox::Outcome::kStale ? Outcome::kStale : Outcome::kDuplicate;
   }
   tx.exec_params(
       "INSERT INTO user_points (user_id, points) VALUES ($1, $2) "

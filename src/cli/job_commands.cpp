@@ -11,6 +11,7 @@
 #include "cli/status_target.hpp"
 #include "common/duration.hpp"
 #include "controller/job_status.hpp"
+#include "inbox/inbox.hpp"
 #include "outbox/retention.hpp"
 #include "outbox/schema.hpp"
 #include "relay/compensator.hpp"
@@ -90,6 +91,26 @@ Action add_cleanup_command(CLI::App& app) {
     std::string archive_table;
     std::string pause = "0ms";
     StatusTarget status;
+    std::string inbox;
+    std::string keep = "336h";
+  };
+  // An inbox is not an OutboxRelay's table: nothing is reported to one's status.
+  static const auto cleanup_inbox = [](const Options& o) {
+    const TableName name = TableName::parse(o.inbox, "--inbox");
+    const auto keep = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.keep));
+    pqxx::connection conn(o.db.resolve_dsn());
+    const inbox::InboxCleanup r = inbox::cleanup_inbox(conn, name, keep, o.batch_size);
+    if (!r.ran) {
+      std::cout << "cleanup: another cleanup of " << name.plain() << " is running; nothing done\n"
+                << R"({"ran":false,"removed":0,"batches":0})" << std::endl;
+      return 0;
+    }
+    std::cout << "cleanup: removed " << r.records << " inbox records and " << r.keys
+              << " key marks older than " << o.keep << " from " << name.plain() << " in "
+              << r.batches << " batch(es)\n"
+              << R"({"ran":true,"removed":)" << r.records << R"(,"keys":)" << r.keys
+              << R"(,"batches":)" << r.batches << "}" << std::endl;
+    return 0;
   };
   auto o = std::make_shared<Options>();
   o->db.add_to(*cmd);
@@ -100,8 +121,20 @@ Action add_cleanup_command(CLI::App& app) {
   cmd->add_option("--archive-table", o->archive_table,
                   "move rows to this table instead of deleting them");
   cmd->add_option("--pause", o->pause, "sleep between batches")->capture_default_str();
+  auto* inbox_option =
+      cmd->add_option("--inbox", o->inbox,
+                      "clean this consumer inbox (schema.table) instead of the outbox table: "
+                      "delete records and key marks older than --keep (docs/consuming.md)");
+  cmd->add_option("--keep", o->keep,
+                  "with --inbox: keep records this long; longer than any message can come back "
+                  "late (a replay, a consumer group reset), or it is applied again")
+      ->needs(inbox_option);
+  inbox_option->excludes("--archive-table", "--keep-sent");
   o->status.add_to(*cmd, controller::kLastCleanupField);
   return [o]() {
+    if (!o->inbox.empty()) {
+      return cleanup_inbox(*o);
+    }
     controller::JobRun run;
     run.field = controller::kLastCleanupField;
     std::optional<TableName> table;

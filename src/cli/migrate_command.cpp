@@ -5,6 +5,7 @@
 
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "inbox/inbox.hpp"
 #include "outbox/adopt.hpp"
 #include "outbox/schema.hpp"
 
@@ -46,7 +47,23 @@ Action add_migrate_command(CLI::App& app) {
                 "sort after the restored ones; nothing sent is sent again, nothing unsent is "
                 "lost (docs/relay.md, \"Moving the database\")")
       ->excludes("--adopt", "--mode", "--payload");
-  return [opts, options, mode, adopt_table, payload, rebase_table]() {
+  auto inbox_table = std::make_shared<std::string>();
+  cmd->add_option("--inbox", *inbox_table,
+                  "create or upgrade this consumer inbox (schema.table) and its _record and "
+                  "_apply functions instead of the outbox table (docs/consuming.md)")
+      ->excludes("--adopt", "--mode", "--payload", "--rebase");
+  return [opts, options, mode, adopt_table, payload, rebase_table, inbox_table]() {
+    if (!inbox_table->empty()) {
+      const TableName inbox_name = TableName::parse(*inbox_table, "--inbox");
+      pqxx::connection conn(opts->resolve_dsn());
+      const MigrationResult r = inbox::migrate_inbox(conn, inbox_name);
+      for (const auto& line : r.applied) {
+        std::cout << line << "\n";
+      }
+      std::cout << inbox_name.plain() << ": inbox schema version " << r.from_version << " -> "
+                << r.to_version << (r.applied.empty() ? " (already current)" : "") << "\n";
+      return 0;
+    }
     TableName table = TableName::parse(opts->table);
     if (*rebase_table) {
       pqxx::connection conn(opts->resolve_dsn());

@@ -16,11 +16,21 @@ namespace {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+constexpr const char* kSeqHeader = "outbox.seq";
+
 // The relay's own headers, then the row's headers column (a JSON object; string
 // values verbatim, others as their JSON text), except names the relay sets.
 // Returns a problem, and no headers, when the column holds something else.
+//
+// outbox.seq is what the relay orders a key's events by, so it increases per key in
+// commit order (not gap-free) and a consumer can refuse an older event after a newer
+// one (the inbox's _apply): the row id in status mode; in log mode the row's position
+// (the xid column, set only in log mode), where two events of a key can share one.
 std::string message_headers(const OutboxEvent& e, Headers& out) {
-  out = {{"event_id", e.event_id}, {"biz_type", e.biz_type}, {"created_at", e.created_at}};
+  out = {{"event_id", e.event_id},
+         {"biz_type", e.biz_type},
+         {"created_at", e.created_at},
+         {kSeqHeader, e.xid != 0 ? std::to_string(e.xid) : std::to_string(e.id)}};
   if (e.headers.empty()) {
     return {};
   }
@@ -33,7 +43,7 @@ std::string message_headers(const OutboxEvent& e, Headers& out) {
            ", not a JSON object of header names to values";
   }
   for (const auto& [name, value] : row.items()) {
-    if (name != "event_id" && name != "biz_type" && name != "created_at") {
+    if (name != "event_id" && name != "biz_type" && name != "created_at" && name != kSeqHeader) {
       out.emplace_back(name, value.is_string() ? value.get<std::string>() : value.dump());
     }
   }

@@ -85,6 +85,50 @@ TEST(Relay, PublishesACommittedEventOnceWithEveryHeaderAndNeverARolledBackOne) {
             std::string::npos);
 }
 
+// Every message carries outbox.seq, what the relay orders a key's events by: the row id
+// in status mode, the row's position (xid) in log mode. Per key it increases from one
+// transaction to the next in commit order; a consumer's inbox refuses an older one after
+// a newer one with it (<inbox>_apply).
+TEST(Relay, EveryMessageCarriesASeqThatIncreasesPerKeyInCommitOrder) {
+  OutboxTestTable t;
+  constexpr int kTransactions = 4;
+  for (int i = 0; i < kTransactions; ++i) {
+    t.insert(6, 3, i * 6);  // two events of each of three keys per transaction
+  }
+  ThreadRelay relay(t.relay_config());
+  auto got = consume_all({t.topic}, kTransactions * 6, 30s, 1s);
+  ASSERT_EQ(distinct_seqs(got), static_cast<std::size_t>(kTransactions * 6));
+  pqxx::connection conn(t.dsn);
+  const std::string column = testing::table_mode() == TableMode::kLog ? "xid::text" : "id::text";
+  std::map<std::string, std::string> row_seq;  // event_id -> the row's own id or position
+  for (const auto& row : pqxx::nontransaction(conn).exec("SELECT event_id::text, " + column +
+                                                         " FROM " + t.table.quoted())) {
+    row_seq[row[0].as<std::string>()] = row[1].as<std::string>();
+  }
+  std::map<std::string, std::pair<long long, long long>> last;  // key -> (payload seq, outbox.seq)
+  for (const auto& m : got) {
+    ASSERT_EQ(m.headers.count("outbox.seq"), 1U) << "payload " << m.payload;
+    const std::string& seq = m.headers.at("outbox.seq");
+    EXPECT_EQ(seq, row_seq.at(m.headers.at("event_id")));
+    const long long value = std::stoll(seq);
+    const long long payload_seq = nlohmann::json::parse(m.payload).at("seq").get<long long>();
+    if (auto it = last.find(m.key); it != last.end() && payload_seq > it->second.first) {
+      // A later event of the key: a later transaction has a higher seq; one transaction's
+      // events share a position in log mode, and are never lower.
+      if (payload_seq / 6 > it->second.first / 6) {
+        EXPECT_GT(value, it->second.second) << m.key << " payload seq " << payload_seq;
+      } else {
+        EXPECT_GE(value, it->second.second) << m.key << " payload seq " << payload_seq;
+      }
+    }
+    if (auto it = last.find(m.key); it == last.end() || payload_seq > it->second.first) {
+      last[m.key] = {payload_seq, value};
+    }
+  }
+  EXPECT_EQ(last.size(), 3U);
+  EXPECT_EQ(per_key_order_problem(got), "");
+}
+
 // migrate --payload text and bytes: a text that is no JSON, and Avro in Confluent's wire
 // format (magic byte 0, a 4-byte schema id, then bytes including 0x00 and 0xff), reach
 // Kafka byte for byte; a jsonb payload keeps PostgreSQL's normalised JSON text.
@@ -119,7 +163,7 @@ TEST(Relay, PayloadsOfEveryColumnTypeArePublishedByteForByte) {
 }
 
 // The row's headers column (a service's W3C trace context) reaches consumers as
-// Kafka headers; the relay's own three stay the relay's. A headers value that is
+// Kafka headers; the relay's own four stay the relay's. A headers value that is
 // no object can never become headers: that event is FAILED alone, its key's
 // neighbours and other keys go on.
 TEST(Relay, TheHeadersColumnReachesKafkaAndABadOneIsIsolated) {
@@ -130,9 +174,10 @@ TEST(Relay, TheHeadersColumnReachesKafkaAndABadOneIsIsolated) {
     const std::string insert = "INSERT INTO " + t.table.quoted() +
                                " (biz_type, biz_id, payload, headers) VALUES ($1, $2, $3::jsonb, "
                                "$4::jsonb)";
-    tx.exec_params(insert, "order", "o-1", R"({"seq": 1, "key": "o-1"})",
-                   R"({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",)"
-                   R"( "tracestate": "vendor=1", "attempt": 2, "biz_type": "forged"})");
+    tx.exec_params(
+        insert, "order", "o-1", R"({"seq": 1, "key": "o-1"})",
+        R"({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",)"
+        R"( "tracestate": "vendor=1", "attempt": 2, "biz_type": "forged", "outbox.seq": "0"})");
     tx.exec_params(insert, "order", "o-2", R"({"seq": 2, "key": "o-2"})",
                    R"(["not", "an object"])");
     tx.exec_params(insert, "order", "o-3", R"({"seq": 3, "key": "o-3"})", nullptr);
@@ -152,7 +197,8 @@ TEST(Relay, TheHeadersColumnReachesKafkaAndABadOneIsIsolated) {
   EXPECT_EQ(traced.at("tracestate"), "vendor=1");
   EXPECT_EQ(traced.at("attempt"), "2");
   EXPECT_EQ(traced.at("biz_type"), "order") << "the relay's own header is not overridden";
-  EXPECT_EQ(by_key.at("o-3").headers.size(), 3u) << "no headers column value: the relay's three";
+  EXPECT_NE(traced.at("outbox.seq"), "0") << "nor is the per-key sequence";
+  EXPECT_EQ(by_key.at("o-3").headers.size(), 4u) << "no headers column value: the relay's four";
 }
 
 TEST(Relay, WakesOnNotifyLongBeforeThePollInterval) {
@@ -524,7 +570,7 @@ TEST(Relay, ADeadLetterTopicGetsACopyOfEveryFailedEventWithTheReason) {
   EXPECT_EQ(bad_headers.headers.at("event_id"), event_id("bad-headers"));
   EXPECT_EQ(bad_headers.headers.at("outbox.topic"), t.topic);
   EXPECT_EQ(bad_headers.headers.at("outbox.error").rfind("headers:", 0), 0u);
-  EXPECT_EQ(bad_headers.headers.size(), 5u) << "the relay's three and the two outbox.* ones";
+  EXPECT_EQ(bad_headers.headers.size(), 6u) << "the relay's four and the two outbox.* ones";
   EXPECT_EQ(consume_all({t.topic}, 5, 30s, 1s).size(), 5u) << "no copy on the events' topic";
   const std::string metrics = relay.registry().render();
   EXPECT_NE(metrics.find("outbox_events_dead_lettered_total{table=\"" + t.table.plain() + "\"} 2"),
