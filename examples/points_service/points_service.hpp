@@ -10,7 +10,7 @@
 
 namespace example {
 
-// The seed's points service: an ORDER_PAID event adds points to the buyer (one
+// The points service: an ORDER_PAID event adds points to the buyer (one
 // point per 10 units paid). Each event is applied inside one transaction that also
 // records its event_id in the inbox, so a redelivered event changes nothing.
 class PointsService {
