@@ -21,6 +21,20 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
+// The relay's command line as the controller rendered it into `deployment`, for the real binary
+// run here: listening on a free loopback port, reporting every second with the test bed's
+// credentials.
+std::vector<std::string> rendered_relay_args(const Json& deployment) {
+  std::vector<std::string> args = {OUTBOX_BINARY};
+  for (const Json& a : deployment.at("/spec/template/spec/containers/0/args"_json_pointer)) {
+    std::string s = a;
+    args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
+  }
+  args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
+  args.push_back("--report-interval=1s");
+  return args;
+}
+
 // The backlog condition is BacklogStuck, not kstatus's Stalled (an old event is not a failed
 // rollout); it turns Unknown by itself once the last report is older than kBacklogReportStale.
 TEST_F(ControllerE2E, BacklogStuckFromTheReportedBacklogClearedWhenItDrainsUnknownWhenStale) {
@@ -104,15 +118,7 @@ TEST_F(ControllerE2E, BacklogFromARealRelayShowsInKubectlAndGetsStuckAndDrains) 
   ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
 
   auto relay_args = [&] {
-    Json c =
-        get(owned::deployments, "orders-relay").at("/spec/template/spec/containers/0"_json_pointer);
-    std::vector<std::string> args = {OUTBOX_BINARY};
-    for (const Json& a : c.at("args")) {
-      std::string s = a;
-      args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
-    }
-    args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
-    args.push_back("--report-interval=1s");
+    std::vector<std::string> args = rendered_relay_args(get(owned::deployments, "orders-relay"));
     args.push_back("--message-timeout=2s");
     return args;
   };
@@ -195,15 +201,9 @@ TEST_F(ControllerE2E, DatabaseTlsIsVerifiedReportedAndARefusalIsACondition) {
   // The rendered container: its arguments, and its environment with the mounted CA's path
   // replaced by `ca_file` (and the TLS variables left out when `with_tls` is false).
   auto run_relay = [&](const std::string& dsn, const std::string& ca_file, bool with_tls) {
-    Json c =
-        get(owned::deployments, "orders-relay").at("/spec/template/spec/containers/0"_json_pointer);
-    std::vector<std::string> args = {OUTBOX_BINARY};
-    for (const Json& a : c.at("args")) {
-      std::string s = a;
-      args.push_back(s.rfind("--listen=", 0) == 0 ? "--listen=127.0.0.1:0" : s);
-    }
-    args.push_back("--kubeconfig=" + testbed::kubeconfig_path());
-    args.push_back("--report-interval=1s");
+    const Json deployment = get(owned::deployments, "orders-relay");
+    const Json c = deployment.at("/spec/template/spec/containers/0"_json_pointer);
+    const std::vector<std::string> args = rendered_relay_args(deployment);
     std::map<std::string, std::string> env = {{"OUTBOX_DSN", dsn}};
     for (const Json& e : c.at("env")) {
       const std::string name = e.at("name");
