@@ -44,7 +44,7 @@ kubectl -n outbox-system get pods -o wide
 
 echo "== the outbox table (migrate), the DSN Secret, an OutboxRelay"
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" migrate --table public.outbox_event
-sql "DROP TABLE IF EXISTS orders, user_points, points_inbox; TRUNCATE public.outbox_event" 2>/dev/null
+sql "DROP TABLE IF EXISTS orders, user_points, points_inbox, points_inbox_keys; TRUNCATE public.outbox_event" 2>/dev/null
 kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 # The relay pods reach PostgreSQL through the pod network: the DSN in the Secret says so.
 kubectl -n demo create secret generic orders-db --from-file=dsn=<(printf '%s' "$OUTBOX_TEST_POD_PG_DSN") \

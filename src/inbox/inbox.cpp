@@ -93,7 +93,13 @@ MigrationResult migrate_inbox(pqxx::connection& conn, const TableName& inbox) {
                       std::to_string(result.from_version) + ", newer than this binary's " +
                       std::to_string(kInboxSchemaVersion) + ": upgrade the operator");
   }
-  if (result.from_version < 1) {
+  // A table dropped by hand (its meta row left behind) is made again: version 1's statements
+  // create only what is missing and replace the functions.
+  const bool tables_present =
+      tx.exec_params("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+                     inbox.quoted(), inbox.quoted_with_suffix("_keys"))[0][0]
+          .as<bool>();
+  if (result.from_version < 1 || !tables_present) {
     for (const auto& stmt : version_1(inbox)) {
       tx.exec(stmt);
     }

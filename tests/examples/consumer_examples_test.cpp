@@ -1,6 +1,6 @@
 // The points service in C++, Python and Java against the test bed's Kafka and PostgreSQL:
 // crafted messages go to a topic, the example consumes them, and the points table says
-// what was applied. The seed's check 4 (one event 100 times, then a second consumer
+// what was applied. The checklist's item 4 (one event 100 times, then a second consumer
 // group; malformed messages refused) and a stale delivery (an older event of a key
 // after a newer one). One process start per test, not per message.
 #include <cstdio>
