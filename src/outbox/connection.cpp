@@ -70,7 +70,9 @@ std::string with_tls(const std::string& dsn, const DatabaseTls& tls) {
 }
 
 bool is_tls_refusal(const std::string& message) {
-  for (const char* sign : {"certificate", "SSL", "ssl"}) {
+  // Not any "SSL": a TLS session the server dropped ("SSL SYSCALL error: EOF detected", a
+  // restart or failover) is an outage, not a refusal.
+  for (const char* sign : {"certificate", "does not support SSL"}) {
     if (message.find(sign) != std::string::npos) {
       return true;
     }

@@ -65,6 +65,9 @@ TEST(DatabaseOptions, TlsSettingsReplaceTheDsnsOwn) {
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
   }
+  EXPECT_TRUE(is_tls_refusal("SSL error: certificate verify failed"));
+  EXPECT_TRUE(is_tls_refusal("server does not support SSL, but SSL was required"));
+  EXPECT_FALSE(is_tls_refusal("SSL SYSCALL error: EOF detected")) << "an outage, not a refusal";
   EXPECT_EQ(tls_verification("verify-full", true), "verify-full");
   EXPECT_EQ(tls_verification("require", true), "unverified");
   EXPECT_EQ(tls_verification("verify-full", false), "off");
