@@ -3,7 +3,7 @@
 # everything is present already (checks with dpkg first, no apt-get update then).
 set -euo pipefail
 packages=(
-  cmake ninja-build g++ pkg-config openssl python3 clang-format
+  cmake ninja-build g++ ccache pkg-config openssl python3 clang-format shellcheck
   libboost-dev libboost-system-dev libssl-dev nlohmann-json3-dev libspdlog-dev
   libyaml-cpp-dev libcli11-dev libpqxx-dev libgtest-dev libgmock-dev
   # librdkafka 2.8 is built from source (scripts/librdkafka.sh): curl and what it links.
