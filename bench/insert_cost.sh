@@ -55,7 +55,7 @@ ms() {
   else
     body=$(for _ in $(seq "$commits"); do echo "SELECT public.${1}_enqueue('order', 'k', '{}');"; done)
   fi
-  { echo '\timing on'; echo "$body"; } | sql | awk '/^Time:/ {s += $2} END {printf "%.0f\n", s}'
+  { printf '%s\n' '\timing on'; echo "$body"; } | sql | awk '/^Time:/ {s += $2} END {printf "%.0f\n", s}'
 }
 
 declare -A results

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # build, repo, keep, start: set by the script that sources this
 # What bench/run.sh and bench/compare.sh share: the Release build, the test bed (started if
 # it is not up, stopped at exit unless it was up or --keep-testbed), and the header of the
 # results file. Sourced; expects $repo, $build, $TESTBED_STATE and $keep.

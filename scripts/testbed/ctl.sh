@@ -153,7 +153,7 @@ node_ready() {
   [ "$(node_kubectl get node 127.0.0.1 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 start_node() {
-  local bin k=$TESTBED_STATE/kube kp name addr lport tport
+  local bin kp name addr lport tport
   bin=$(cat "$d/bin") kp="$TESTBED_STATE/kube/pki"
   # The pod bridge, with the kubernetes Service IP beside its own address.
   ip link show "$POD_BRIDGE" >/dev/null 2>&1 || ip link add "$POD_BRIDGE" type bridge
@@ -193,6 +193,7 @@ node_teardown() {
   local f pid
   for f in /sys/fs/cgroup/*/kubepods; do
     [ -d "$f" ] || continue
+    # shellcheck disable=SC2038  # cgroup.procs holds pids: no odd names
     find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
   done
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $d/containerd/containerd.sock" || true); do
@@ -200,6 +201,7 @@ node_teardown() {
   done
   { grep -o " $d/[^ ]*" /proc/mounts || true; } | sort -r | while read -r f; do umount -l "$f" 2>/dev/null || true; done
   for f in /sys/fs/cgroup/*/kubepods; do
+    # shellcheck disable=SC2015  # either failing is fine: best-effort cleanup
     [ -d "$f" ] && find "$f" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   ip link del "$POD_BRIDGE" 2>/dev/null || true

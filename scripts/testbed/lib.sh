@@ -1,5 +1,5 @@
 # Shared settings for the test-bed scripts. Sourced, not run.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the settings are read by the scripts that source this
 # Binaries and jars are cached outside the work tree so that a fresh clone
 # (CI runs one) reuses what an earlier run on the same machine built.
 set -euo pipefail

@@ -397,6 +397,7 @@ init_node() {
   } >"$d/forwards"
   # The kubelet rewrites some kernel sysctls (protectKernelDefaults: false); ctl.sh puts
   # these values back when the node stops, and checks that IP forwarding never changed.
+  # shellcheck disable=SC2086  # a list of sysctl names, split on purpose
   sysctl -n $NODE_SYSCTLS | paste -sd' ' >"$d/sysctl.saved"
 }
 write_node_configs() {

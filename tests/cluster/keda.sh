@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
+# shellcheck source-path=SCRIPTDIR disable=SC2015
 # cluster: examples/keda/scaledobject.yaml against KEDA's own ScaledObject CRD, and the HPA
 # KEDA would make from it against Kubernetes' own HPA controller: the HPA must get the
 # OutboxRelay's scale through the target the example names. KEDA's operator is not run; the

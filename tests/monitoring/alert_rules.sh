@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
+# shellcheck source-path=SCRIPTDIR disable=SC2015
 # unit: the chart's alerts, as Prometheus loads them.
 #  - the PrometheusRule rendered with default values passes `promtool check rules`, and
 #    `promtool test rules alerts_test.yaml` passes: each alert fires on a bad series

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
+# shellcheck source-path=SCRIPTDIR disable=SC2015
 # unit: the Grafana dashboard and the kube-state-metrics config the chart ships.
 #  - charts/outbox-operator/dashboards/outbox.json is a dashboard: a uid, a Prometheus
 #    data source variable every query uses, and the panels the issue asks for (backlog,

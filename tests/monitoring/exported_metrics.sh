@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
+# shellcheck source-path=SCRIPTDIR disable=SC2015
 # unit: every metric the alerts and the dashboard query is one that exists, and the
 # relay's exposition passes `promtool check metrics`.
 # Where the exported names come from:

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034 source-path=SCRIPTDIR
 # Shared helpers for tests/monitoring. Sourced, not run. Builds on tests/crd/lib.sh
 # (pass/fail/finish, use_helm: the test bed's helm from $OUTBOX_TESTBED_BIN).
 # shellcheck source=../crd/lib.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
+# shellcheck source-path=SCRIPTDIR disable=SC2015
 # unit: every alert's runbook exists.
 #  - each rendered runbook_url is <default runbookBaseUrl>/<AlertName>.md, and
 #    docs/runbooks/<AlertName>.md exists with the sections an on-call needs
