@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api/defaults.hpp"
 #include "outbox/column_map.hpp"
 #include "outbox/connection.hpp"
 
@@ -19,7 +20,7 @@ namespace outbox::cli {
 struct DatabaseOptions {
   std::string dsn;
   std::string dsn_file;
-  std::string table = "public.outbox_event";
+  std::string table = api::defaults::kTable;
   std::vector<std::string> columns;  // role=column: the table is adopted with these
   DatabaseTls tls;                   // --database-sslmode and the certificate files
 

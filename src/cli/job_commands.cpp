@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
 
+#include "api/defaults.hpp"
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
 #include "cli/publish_options.hpp"
@@ -26,8 +27,8 @@ Action add_compensate_command(CLI::App& app) {
   struct Options {
     DatabaseOptions db;
     PublishOptions publish;
-    int batch_size = 200;
-    std::string stale_after = "5m";
+    int batch_size = api::defaults::kCompensationBatchSize;
+    std::string stale_after = api::defaults::kStaleAfter;
     std::string time_budget = "50s";
     StatusTarget status;
   };
@@ -35,7 +36,7 @@ Action add_compensate_command(CLI::App& app) {
   o->db.add_to(*cmd);
   o->publish.add_to(*cmd);
   cmd->add_option("--batch-size", o->batch_size, "events per claim")
-      ->check(CLI::Range(1, 10000))
+      ->check(CLI::Range(1, api::defaults::kMaxCompensationBatchSize))
       ->capture_default_str();
   cmd->add_option("--stale-after", o->stale_after, "pending age reported as stuck")
       ->capture_default_str();
@@ -86,8 +87,8 @@ Action add_cleanup_command(CLI::App& app) {
       "cleanup", "delete or archive sent events past their retention, in small batches");
   struct Options {
     DatabaseOptions db;
-    std::string keep_sent = "168h";
-    int batch_size = 1000;
+    std::string keep_sent = api::defaults::kKeepSent;
+    int batch_size = api::defaults::kRetentionBatchSize;
     std::string archive_table;
     std::string pause = "0ms";
     StatusTarget status;
@@ -116,7 +117,7 @@ Action add_cleanup_command(CLI::App& app) {
   o->db.add_to(*cmd);
   cmd->add_option("--keep-sent", o->keep_sent, "keep sent events this long")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "rows per short transaction")
-      ->check(CLI::Range(1, 100000))
+      ->check(CLI::Range(1, api::defaults::kMaxRetentionBatchSize))
       ->capture_default_str();
   cmd->add_option("--archive-table", o->archive_table,
                   "move rows to this table instead of deleting them");

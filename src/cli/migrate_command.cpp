@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
 
+#include "api/defaults.hpp"
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
 #include "inbox/inbox.hpp"
@@ -21,7 +22,7 @@ Action add_migrate_command(CLI::App& app) {
   opts->add_to(*cmd);
   cmd->add_option("--shards", options->shard_count,
                   "key-hash shards, fixed when the table is created")
-      ->check(CLI::Range(1, 1024))
+      ->check(CLI::Range(1, api::defaults::kMaxShards))
       ->capture_default_str();
   cmd->add_option(
          "--mode", *mode,

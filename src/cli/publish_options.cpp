@@ -113,7 +113,7 @@ void PublishOptions::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"per-key", "none"}))
       ->capture_default_str();
   cmd.add_option("--max-attempts", max_attempts, "delivery attempts before FAILED")
-      ->check(CLI::Range(1, 100))
+      ->check(CLI::Range(1, api::defaults::kMaxMaxAttempts))
       ->capture_default_str();
   cmd.add_option("--initial-backoff", initial_backoff, "first retry delay")->capture_default_str();
   cmd.add_option("--max-backoff", max_backoff, "retry delay cap")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api/defaults.hpp"
 #include "kafka/producer.hpp"
 #include "relay/batch_publisher.hpp"
 
@@ -28,15 +29,15 @@ struct PublishOptions {
   std::string sasl_mechanism;
   std::string sasl_username;
   std::string sasl_password_file;
-  std::string topic = "outbox.{biz_type}";
+  std::string topic = api::defaults::kTopic;
   std::vector<std::string> routes;
   std::string dead_letter_topic;
   std::string on_sent = "mark";
   std::string ordering = "per-key";
-  int max_attempts = 10;
-  std::string initial_backoff = "1m";
-  std::string max_backoff = "64m";
-  double jitter = 0.2;
+  int max_attempts = api::defaults::kMaxAttempts;
+  std::string initial_backoff = api::defaults::kInitialBackoff;
+  std::string max_backoff = api::defaults::kMaxBackoff;
+  double jitter = api::defaults::kJitter;
   std::string message_timeout = "10s";
 
   void add_to(CLI::App& cmd);

@@ -39,7 +39,7 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
   o.db.add_to(cmd);
   o.publish.add_to(cmd);
   cmd.add_option("--batch-size", o.batch_size, "events per claim")
-      ->check(CLI::Range(1, 10000))
+      ->check(CLI::Range(1, api::defaults::kMaxBatchSize))
       ->capture_default_str();
   cmd.add_option("--poll-interval", o.poll_interval, "fallback poll when no NOTIFY arrives")
       ->capture_default_str();

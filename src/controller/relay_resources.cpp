@@ -7,12 +7,15 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "api/defaults.hpp"
+#include "api/spec.hpp"
 #include "common/duration.hpp"
 #include "controller/schedules.hpp"
 #include "outbox/column_map.hpp"
 
 namespace outbox::controller {
+
+using api::OutboxRelaySpec;
+
 namespace {
 
 // Kubernetes expands $(VAR) in container args from the container's environment: a spec
@@ -86,8 +89,8 @@ Json container_security_context() {
           {"seccompProfile", {{"type", "RuntimeDefault"}}}};
 }
 
-std::string image_of(const Json& relay, const RenderOptions& options) {
-  std::string image = value_at<std::string>(relay, "/spec/relay/image", options.relay_image);
+std::string image_of(const OutboxRelaySpec& spec, const RenderOptions& options) {
+  std::string image = spec.relay.image.value_or(options.relay_image);
   if (image.empty()) {
     throw InvalidSpec("no relay image: set spec.relay.image or OUTBOX_RELAY_IMAGE");
   }
@@ -106,23 +109,22 @@ const char kKafkaConfigDir[] = "/etc/outbox/kafka";
 // exec into the pod.
 const char kDatabaseDir[] = "/etc/outbox/database";
 
-std::string dsn_file(const Json& relay) {
-  return std::string(kDatabaseDir) + "/" +
-         relay.at("/spec/database/dsnSecretRef/key"_json_pointer).get<std::string>();
+std::string dsn_file(const OutboxRelaySpec& spec) {
+  return std::string(kDatabaseDir) + "/" + spec.database.dsn_secret.key;
 }
 
 // Only the named key, readable by the pod's group (fsGroup) only. `optional`: a key the Secret
 // lacks leaves the file out instead of holding the pod in ContainerCreating with the reason in
 // an Event only; the process then exits naming the missing file, and the Ready condition
 // quotes that (the operator reads Secrets' metadata only, so this is where a missing key shows).
-Json dsn_volume(const Json& relay) {
-  const Json& ref = relay.at("/spec/database/dsnSecretRef"_json_pointer);
+Json dsn_volume(const OutboxRelaySpec& spec) {
+  const api::SecretKeyRef& ref = spec.database.dsn_secret;
   return {{"name", "database"},
           {"secret",
-           {{"secretName", ref.at("name")},
+           {{"secretName", ref.name},
             {"defaultMode", 0440},
             {"optional", true},
-            {"items", Json::array({{{"key", ref.at("key")}, {"path", ref.at("key")}}})}}}};
+            {"items", Json::array({{{"key", ref.key}, {"path", ref.key}}})}}}};
 }
 
 // spec.database.tls: the CA and the client certificate as files, under fixed names the
@@ -132,47 +134,45 @@ Json dsn_volume(const Json& relay) {
 const char kDatabaseCaDir[] = "/etc/outbox/database-ca";
 const char kDatabaseClientDir[] = "/etc/outbox/database-client";
 
-Json database_tls_volumes(const Json& relay) {
+Json database_tls_volumes(const OutboxRelaySpec& spec) {
   Json volumes = Json::array();
-  const Json tls = relay.value("/spec/database/tls"_json_pointer, Json::object());
-  if (tls.contains("ca")) {
-    const Json& ca = tls.at("ca");
-    const bool secret = ca.contains("secretRef");
-    const Json& ref = ca.at(secret ? "secretRef" : "configMapRef");
-    Json items = Json::array({{{"key", ref.value("key", "ca.crt")}, {"path", "ca.crt"}}});
-    volumes.push_back(
-        secret ? Json{{"name", "database-ca"},
-                      {"secret",
-                       {{"secretName", ref.at("name")}, {"defaultMode", 0440}, {"items", items}}}}
-               : Json{{"name", "database-ca"},
-                      {"configMap",
-                       {{"name", ref.at("name")}, {"defaultMode", 0440}, {"items", items}}}});
+  if (!spec.database.tls) {
+    return volumes;
   }
-  if (tls.contains("clientCertificate")) {
-    const Json& c = tls.at("clientCertificate");
+  const api::DatabaseTlsSpec& tls = *spec.database.tls;
+  if (tls.ca) {
+    Json items = Json::array({{{"key", tls.ca->key}, {"path", "ca.crt"}}});
     volumes.push_back(
-        {{"name", "database-client"},
-         {"secret",
-          {{"secretName", c.at("secretName")},
-           {"defaultMode", 0440},
-           {"items", Json::array({{{"key", c.value("certificate", "tls.crt")}, {"path", "tls.crt"}},
-                                  {{"key", c.value("key", "tls.key")}, {"path", "tls.key"}}})}}}});
+        tls.ca_in_secret
+            ? Json{{"name", "database-ca"},
+                   {"secret",
+                    {{"secretName", tls.ca->name}, {"defaultMode", 0440}, {"items", items}}}}
+            : Json{{"name", "database-ca"},
+                   {"configMap",
+                    {{"name", tls.ca->name}, {"defaultMode", 0440}, {"items", items}}}});
+  }
+  if (const auto& c = tls.client_certificate) {
+    volumes.push_back({{"name", "database-client"},
+                       {"secret",
+                        {{"secretName", c->secret_name},
+                         {"defaultMode", 0440},
+                         {"items", Json::array({{{"key", c->certificate}, {"path", "tls.crt"}},
+                                                {{"key", c->key}, {"path", "tls.key"}}})}}}});
   }
   return volumes;
 }
 
-void add_database_tls_env(const Json& relay, Json& env) {
-  const auto at = "/spec/database/tls"_json_pointer;
-  if (!relay.contains(at)) {
+void add_database_tls_env(const OutboxRelaySpec& spec, Json& env) {
+  if (!spec.database.tls) {
     return;
   }
-  const Json& tls = relay.at(at);
-  env.push_back({{"name", "OUTBOX_DATABASE_SSLMODE"}, {"value", tls.value("mode", "verify-full")}});
-  if (tls.contains("ca")) {
+  const api::DatabaseTlsSpec& tls = *spec.database.tls;
+  env.push_back({{"name", "OUTBOX_DATABASE_SSLMODE"}, {"value", tls.mode}});
+  if (tls.ca) {
     env.push_back(
         {{"name", "OUTBOX_DATABASE_CA_FILE"}, {"value", std::string(kDatabaseCaDir) + "/ca.crt"}});
   }
-  if (tls.contains("clientCertificate")) {
+  if (tls.client_certificate) {
     env.push_back({{"name", "OUTBOX_DATABASE_CERT_FILE"},
                    {"value", std::string(kDatabaseClientDir) + "/tls.crt"}});
     env.push_back({{"name", "OUTBOX_DATABASE_KEY_FILE"},
@@ -182,9 +182,9 @@ void add_database_tls_env(const Json& relay, Json& env) {
 
 // The DSN, and the operator's own log settings with the fields every JSON line of the pod
 // then carries: its namespace, OutboxRelay and pod name (common/log.hpp).
-Json pod_env(const Json& relay, const PodSettings& pod) {
-  Json env = Json::array({{{"name", "OUTBOX_DSN_FILE"}, {"value", dsn_file(relay)}}});
-  add_database_tls_env(relay, env);
+Json pod_env(const Json& relay, const OutboxRelaySpec& spec, const PodSettings& pod) {
+  Json env = Json::array({{{"name", "OUTBOX_DSN_FILE"}, {"value", dsn_file(spec)}}});
+  add_database_tls_env(spec, env);
   env.push_back({{"name", "OUTBOX_LOG_LEVEL"}, {"value", pod.log_level}});
   env.push_back({{"name", "OUTBOX_LOG_FORMAT"}, {"value", pod.log_format}});
   env.push_back({{"name", "OUTBOX_LOG_NAMESPACE"},
@@ -200,8 +200,10 @@ Json pod_env(const Json& relay, const PodSettings& pod) {
 const char kKafkaCaDir[] = "/etc/outbox/kafka-ca";
 const char kKafkaUserDir[] = "/etc/outbox/kafka-user";
 
-Json key_to_path(const Json& ref, const char* field, const char* fallback, const char* path) {
-  return {{"key", ref.value(field, std::string(fallback))}, {"path", path}};
+// `default_from`: the spec table's row that holds the key's default.
+Json key_to_path(const Json& ref, const char* field, const char* default_from, const char* path) {
+  return {{"key", ref.value(field, api::spec_field(default_from).default_value.get<std::string>())},
+          {"path", path}};
 }
 
 }  // namespace
@@ -215,22 +217,28 @@ std::vector<KafkaMount> kafka_mounts(const Json& relay) {
   }
   if (kafka.contains("tls")) {
     const Json& ca = kafka.at("/tls/trustedCertificates/0"_json_pointer);
-    mounts.push_back({"kafka-ca", ca.at("secretName"), "spec.kafka.tls.trustedCertificates",
-                      kKafkaCaDir,
-                      Json::array({key_to_path(ca, "certificate", "ca.crt", "ca.crt")})});
+    mounts.push_back(
+        {"kafka-ca", ca.at("secretName"), "spec.kafka.tls.trustedCertificates", kKafkaCaDir,
+         Json::array({key_to_path(ca, "certificate", "/kafka/tls/trustedCertificates/*/certificate",
+                                  "ca.crt")})});
   }
   const Json auth = kafka.value("authentication", Json::object());
   if (auth.contains("certificateAndKey")) {
     const Json& ck = auth.at("certificateAndKey");
-    mounts.push_back({"kafka-user", ck.at("secretName"),
-                      "spec.kafka.authentication.certificateAndKey", kKafkaUserDir,
-                      Json::array({key_to_path(ck, "certificate", "user.crt", "user.crt"),
-                                   key_to_path(ck, "key", "user.key", "user.key")})});
+    mounts.push_back(
+        {"kafka-user", ck.at("secretName"), "spec.kafka.authentication.certificateAndKey",
+         kKafkaUserDir,
+         Json::array(
+             {key_to_path(ck, "certificate", "/kafka/authentication/certificateAndKey/certificate",
+                          "user.crt"),
+              key_to_path(ck, "key", "/kafka/authentication/certificateAndKey/key", "user.key")})});
   } else if (auth.contains("passwordSecret")) {
     const Json& pw = auth.at("passwordSecret");
-    mounts.push_back({"kafka-user", pw.at("secretName"), "spec.kafka.authentication.passwordSecret",
-                      kKafkaUserDir,
-                      Json::array({key_to_path(pw, "password", "password", "password")})});
+    mounts.push_back(
+        {"kafka-user", pw.at("secretName"), "spec.kafka.authentication.passwordSecret",
+         kKafkaUserDir,
+         Json::array({key_to_path(pw, "password", "/kafka/authentication/passwordSecret/password",
+                                  "password")})});
   }
   return mounts;
 }
@@ -268,15 +276,13 @@ void add_kafka_credential_args(const Json& relay, std::vector<std::string>& args
 // --table, and for an adopted table (spec.database.columns) one --column per
 // role, defaults spelled out: every command then refuses a table adopted with
 // other columns than the resource says.
-std::vector<std::string> table_args(const Json& spec) {
-  std::vector<std::string> args = {
-      flag("table", value_at<std::string>(spec, "/database/table", "public.outbox_event"))};
-  const auto columns = "/database/columns"_json_pointer;
-  if (!spec.contains(columns)) {
+std::vector<std::string> table_args(const OutboxRelaySpec& spec) {
+  std::vector<std::string> args = {flag("table", spec.database.table)};
+  if (spec.database.columns.is_null()) {
     return args;
   }
   std::vector<std::string> entries;
-  for (const auto& [role, column] : spec.at(columns).items()) {
+  for (const auto& [role, column] : spec.database.columns.items()) {
     entries.push_back(role + "=" + column.get<std::string>());
   }
   try {
@@ -290,33 +296,26 @@ std::vector<std::string> table_args(const Json& spec) {
 }
 
 // Flags shared by `relay` and `compensate`: the table, Kafka and the publishing rules.
-std::vector<std::string> publish_args(const Json& relay) {
-  const Json& spec = relay.at("spec");
+std::vector<std::string> publish_args(const Json& relay, const OutboxRelaySpec& spec) {
   std::vector<std::string> args = table_args(spec);
-  args.push_back(
-      flag("brokers", spec.at("/kafka/bootstrapServers"_json_pointer).get<std::string>()));
-  args.push_back(flag("topic", value_at<std::string>(spec, "/kafka/topic", "outbox.{biz_type}")));
-  const Json routes = spec.value("/kafka/routes"_json_pointer, Json::array());
-  for (const Json& route : routes) {
-    args.push_back(flag("route", route.at("bizType").get<std::string>() + "=" +
-                                     route.at("topic").get<std::string>()));
+  args.push_back(flag("brokers", spec.kafka.bootstrap_servers));
+  args.push_back(flag("topic", spec.kafka.topic));
+  for (const api::Route& route : spec.kafka.routes) {
+    args.push_back(flag("route", route.biz_type + "=" + route.topic));
   }
-  if (const auto dead_letters = "/kafka/deadLetterTopic"_json_pointer;
-      spec.contains(dead_letters)) {
-    args.push_back(flag("dead-letter-topic", spec.at(dead_letters).get<std::string>()));
+  if (spec.kafka.dead_letter_topic) {
+    args.push_back(flag("dead-letter-topic", *spec.kafka.dead_letter_topic));
   }
   add_kafka_credential_args(relay, args);
-  if (value_at<std::string>(spec, "/relay/ordering", "PerKey") == "None") {
+  if (!spec.relay.per_key_order) {
     args.push_back("--ordering=none");
   }
-  std::string on_sent = value_at<std::string>(spec, "/relay/onSent", "Mark");
-  args.push_back(std::string("--on-sent=") + (on_sent == "Delete" ? "delete" : "mark"));
-  args.push_back("--max-attempts=" + std::to_string(value_at<int>(spec, "/retry/maxAttempts", 10)));
-  args.push_back(
-      flag("initial-backoff", value_at<std::string>(spec, "/retry/initialBackoff", "1m")));
-  args.push_back(flag("max-backoff", value_at<std::string>(spec, "/retry/maxBackoff", "64m")));
+  args.push_back(std::string("--on-sent=") + (spec.relay.delete_on_sent ? "delete" : "mark"));
+  args.push_back("--max-attempts=" + std::to_string(spec.retry.max_attempts));
+  args.push_back(flag("initial-backoff", spec.retry.initial_backoff));
+  args.push_back(flag("max-backoff", spec.retry.max_backoff));
   char jitter[32];
-  std::snprintf(jitter, sizeof jitter, "%g", value_at<double>(spec, "/retry/jitter", 0.2));
+  std::snprintf(jitter, sizeof jitter, "%g", spec.retry.jitter);
   args.push_back(std::string("--jitter=") + jitter);
   return args;
 }
@@ -329,12 +328,12 @@ std::string report_status_arg(const Json& relay) {
 
 // `kafka`: the container reads the Kafka Secrets' files (the relay and compensation do; the
 // cleanup job never talks to Kafka).
-Json container(const Json& relay, const std::string& name, const PodSettings& pod,
-               std::vector<std::string> args, bool kafka) {
+Json container(const Json& relay, const OutboxRelaySpec& spec, const std::string& name,
+               const PodSettings& pod, std::vector<std::string> args, bool kafka) {
   Json mounts =
       Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}},
                    {{"name", "database"}, {"mountPath", kDatabaseDir}, {"readOnly", true}}});
-  for (const Json& v : database_tls_volumes(relay)) {
+  for (const Json& v : database_tls_volumes(spec)) {
     const std::string volume = v.at("name");
     mounts.push_back({{"name", volume},
                       {"mountPath", volume == "database-ca" ? kDatabaseCaDir : kDatabaseClientDir},
@@ -347,7 +346,7 @@ Json container(const Json& relay, const std::string& name, const PodSettings& po
           {"image", pod.image},
           {"imagePullPolicy", "IfNotPresent"},
           {"args", args},
-          {"env", pod_env(relay, pod)},
+          {"env", pod_env(relay, spec, pod)},
           {"securityContext", container_security_context()},
           // A container that exits with nothing written to the message file leaves the tail
           // of its log there instead: the operator quotes its last line in the Ready condition.
@@ -371,12 +370,11 @@ void add_metadata(const Json& extra, Json& meta) {
 // Adds spec.relay.template.pod to a pod template ({metadata, spec}): its labels and
 // annotations under the operator's own, placement, pull secrets, priority and
 // (replacing the default) the security context.
-void apply_pod_template(const Json& relay, Json& pod) {
-  const auto from = "/spec/relay/template/pod"_json_pointer;
-  if (!relay.contains(from)) {
+void apply_pod_template(const OutboxRelaySpec& spec, Json& pod) {
+  if (spec.relay.pod_template.is_null()) {
     return;
   }
-  const Json& t = relay.at(from);
+  const Json& t = spec.relay.pod_template;
   if (t.contains("metadata")) {
     add_metadata(t.at("metadata"), pod["metadata"]);
   }
@@ -388,11 +386,12 @@ void apply_pod_template(const Json& relay, Json& pod) {
   }
 }
 
-Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool job) {
+Json pod_spec(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+              Json container, bool job) {
   Json volumes =
       Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}},
-                   dsn_volume(relay)});
-  for (Json& v : database_tls_volumes(relay)) {
+                   dsn_volume(spec)});
+  for (Json& v : database_tls_volumes(spec)) {
     volumes.push_back(std::move(v));
   }
   const Json& mounts = container.at("volumeMounts");
@@ -410,39 +409,38 @@ Json pod_spec(const Json& relay, const RelayNames& names, Json container, bool j
     }
     volumes.push_back({{"name", m.volume}, {"secret", std::move(secret)}});
   }
-  Json spec = {{"serviceAccountName", names.deployment},
-               // Every pod writes its own part of the OutboxRelay's status (the relay
-               // status.backlog, the jobs status.lastCompensation, status.lastCleanup and
-               // status.lastRequeue) with this ServiceAccount's token.
-               {"automountServiceAccountToken", true},
-               {"securityContext", pod_security_context()},
-               {"containers", Json::array({std::move(container)})},
-               {"volumes", std::move(volumes)}};
+  Json out = {{"serviceAccountName", names.deployment},
+              // Every pod writes its own part of the OutboxRelay's status (the relay
+              // status.backlog, the jobs status.lastCompensation, status.lastCleanup and
+              // status.lastRequeue) with this ServiceAccount's token.
+              {"automountServiceAccountToken", true},
+              {"securityContext", pod_security_context()},
+              {"containers", Json::array({std::move(container)})},
+              {"volumes", std::move(volumes)}};
   if (job) {
-    spec["restartPolicy"] = "Never";
+    out["restartPolicy"] = "Never";
   }
-  return spec;
+  return out;
 }
 
 // A job's container: as container(), with the relay's resources (a namespace with a
 // ResourceQuota admits no pod without them). Only `compensate` talks to Kafka.
-Json container_for_job(const Json& relay, const std::string& name, const PodSettings& pod,
-                       std::vector<std::string> args) {
-  Json c = container(relay, name, pod, std::move(args), name == "compensate");
-  if (relay.contains("/spec/relay/resources"_json_pointer)) {
-    c["resources"] = relay.at("/spec/relay/resources"_json_pointer);
+Json container_for_job(const Json& relay, const OutboxRelaySpec& spec, const std::string& name,
+                       const PodSettings& pod, std::vector<std::string> args) {
+  Json c = container(relay, spec, name, pod, std::move(args), name == "compensate");
+  if (!spec.relay.resources.is_null()) {
+    c["resources"] = spec.relay.resources;
   }
   return c;
 }
 
-Json cron_job(const Json& relay, const RelayNames& names, const std::string& name,
-              const std::string& component, const std::string& schedule,
+Json cron_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+              const std::string& name, const std::string& component, const std::string& schedule,
               const std::string& time_zone, Json container) {
-  bool suspend = value_at<bool>(relay, "/spec/suspend", false);
   Json template_labels = labels_for(relay.at("metadata").at("name"), component);
   Json pod = {{"metadata", {{"labels", template_labels}}},
-              {"spec", pod_spec(relay, names, std::move(container), true)}};
-  apply_pod_template(relay, pod);
+              {"spec", pod_spec(relay, spec, names, std::move(container), true)}};
+  apply_pod_template(spec, pod);
   return {{"apiVersion", "batch/v1"},
           {"kind", "CronJob"},
           {"metadata", metadata(relay, name, component)},
@@ -452,7 +450,7 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
             // A run still going when the next is due is left to finish: two compensation runs
             // would only contend for the same shard locks.
             {"concurrencyPolicy", "Forbid"},
-            {"suspend", suspend},
+            {"suspend", spec.suspend},
             {"startingDeadlineSeconds", 120},
             {"successfulJobsHistoryLimit", 1},
             {"failedJobsHistoryLimit", 3},
@@ -464,19 +462,16 @@ Json cron_job(const Json& relay, const RelayNames& names, const std::string& nam
                 {"template", std::move(pod)}}}}}}}};
 }
 
-int desired_replicas(const Json& relay) {
-  return value_at<bool>(relay, "/spec/suspend", false)
-             ? 0
-             : value_at<int>(relay, "/spec/relay/replicas", 2);
+int desired_replicas(const OutboxRelaySpec& spec) {
+  return spec.suspend ? 0 : spec.relay.replicas;
 }
 
 // With spec.relay.template.serviceAccount's labels and annotations (IRSA, Workload
 // Identity), under the operator's own.
-Json service_account(const Json& relay, const RelayNames& names) {
+Json service_account(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names) {
   Json meta = metadata(relay, names.deployment, "relay");
-  const auto from = "/spec/relay/template/serviceAccount/metadata"_json_pointer;
-  if (relay.contains(from)) {
-    add_metadata(relay.at(from), meta);
+  if (!spec.relay.service_account_metadata.is_null()) {
+    add_metadata(spec.relay.service_account_metadata, meta);
   }
   return {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", std::move(meta)}};
 }
@@ -540,10 +535,11 @@ struct TemplateHashes {
   std::string secrets;
 };
 
-Json deployment(const Json& relay, const RelayNames& names, const PodSettings& settings,
-                const std::vector<std::string>& args, int replicas, const TemplateHashes& hashes) {
+Json deployment(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                const PodSettings& settings, const std::vector<std::string>& args,
+                const TemplateHashes& hashes) {
   const std::string name = relay.at("metadata").at("name");
-  Json relay_container = container(relay, "relay", settings, args, true);
+  Json relay_container = container(relay, spec, "relay", settings, args, true);
   relay_container["ports"] =
       Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
   relay_container["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}},
@@ -551,92 +547,84 @@ Json deployment(const Json& relay, const RelayNames& names, const PodSettings& s
                                       {"failureThreshold", 6}};
   relay_container["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", "metrics"}}},
                                        {"periodSeconds", 5}};
-  if (relay.contains("/spec/relay/resources"_json_pointer)) {
-    relay_container["resources"] = relay.at("/spec/relay/resources"_json_pointer);
+  if (!spec.relay.resources.is_null()) {
+    relay_container["resources"] = spec.relay.resources;
   }
   Json pod = {
       {"metadata",
        {{"labels", labels_for(name, "relay")},
         {"annotations",
          {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
-      {"spec", pod_spec(relay, names, std::move(relay_container), false)}};
-  apply_pod_template(relay, pod);
+      {"spec", pod_spec(relay, spec, names, std::move(relay_container), false)}};
+  apply_pod_template(spec, pod);
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
           {"metadata", metadata(relay, names.deployment, "relay")},
           {"spec",
-           {{"replicas", replicas},
+           {{"replicas", desired_replicas(spec)},
             {"revisionHistoryLimit", 3},
             {"selector", {{"matchLabels", selector_labels(name)}}},
             {"template", std::move(pod)}}}};
 }
 
-Json compensation_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod,
-                           bool relays_alive) {
-  const Json& spec = relay.at("spec");
+Json compensation_cron_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                           const PodSettings& pod, bool relays_alive) {
   std::vector<std::string> args = {"compensate"};
-  for (auto& a : publish_args(relay)) {
+  for (auto& a : publish_args(relay, spec)) {
     args.push_back(std::move(a));
   }
-  args.push_back("--batch-size=" +
-                 std::to_string(value_at<int>(spec, "/compensation/batchSize", 200)));
-  args.push_back(
-      flag("stale-after", value_at<std::string>(spec, "/compensation/staleAfter", "5m")));
+  args.push_back("--batch-size=" + std::to_string(spec.compensation.batch_size));
+  args.push_back(flag("stale-after", spec.compensation.stale_after));
   args.push_back(report_status_arg(relay));
   // While no relay is alive the safety net is all that publishes: every minute, whatever the
   // spec says. Otherwise the spec's schedule, or a rare one spread over the fleet.
   const std::string schedule =
-      !relays_alive
-          ? kRescueCompensationSchedule
-          : value_at<std::string>(spec, "/compensation/schedule",
-                                  spread_compensation_schedule(ns_of(relay), name_of(relay)));
-  return cron_job(relay, names, names.compensation, "compensation", schedule,
-                  value_at<std::string>(spec, "/compensation/timeZone", kDefaultScheduleTimeZone),
-                  container_for_job(relay, "compensate", pod, args));
+      !relays_alive ? kRescueCompensationSchedule
+                    : spec.compensation.schedule.value_or(
+                          spread_compensation_schedule(ns_of(relay), name_of(relay)));
+  return cron_job(relay, spec, names, names.compensation, "compensation", schedule,
+                  spec.compensation.time_zone,
+                  container_for_job(relay, spec, "compensate", pod, args));
 }
 
-Json retention_cron_job(const Json& relay, const RelayNames& names, const PodSettings& pod) {
-  const Json& spec = relay.at("spec");
+Json retention_cron_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                        const PodSettings& pod) {
   std::vector<std::string> args = {"cleanup"};
   for (std::string& arg : table_args(spec)) {
     args.push_back(std::move(arg));
   }
-  args.push_back(flag("keep-sent", value_at<std::string>(spec, "/retention/keepSent", "168h")));
-  args.push_back("--batch-size=" +
-                 std::to_string(value_at<int>(spec, "/retention/batchSize", 1000)));
-  std::string archive = value_at<std::string>(spec, "/retention/archiveTable", "");
-  if (!archive.empty()) {
-    args.push_back(flag("archive-table", archive));
+  args.push_back(flag("keep-sent", spec.retention.keep_sent));
+  args.push_back("--batch-size=" + std::to_string(spec.retention.batch_size));
+  if (spec.retention.archive_table && !spec.retention.archive_table->empty()) {
+    args.push_back(flag("archive-table", *spec.retention.archive_table));
   }
   args.push_back(report_status_arg(relay));
-  return cron_job(relay, names, names.retention, "retention",
-                  value_at<std::string>(spec, "/retention/schedule",
-                                        spread_retention_schedule(ns_of(relay), name_of(relay))),
-                  value_at<std::string>(spec, "/retention/timeZone", kDefaultScheduleTimeZone),
-                  container_for_job(relay, "cleanup", pod, args));
+  return cron_job(
+      relay, spec, names, names.retention, "retention",
+      spec.retention.schedule.value_or(spread_retention_schedule(ns_of(relay), name_of(relay))),
+      spec.retention.time_zone, container_for_job(relay, spec, "cleanup", pod, args));
 }
 
 // `migrate` for the spec's table: --adopt with the columns of an adopted table, the
 // shard count and mode when set.
-std::vector<std::string> migrate_args(const Json& spec) {
+std::vector<std::string> migrate_args(const OutboxRelaySpec& spec) {
   std::vector<std::string> args = {"migrate"};
   for (std::string& arg : table_args(spec)) {
     args.push_back(std::move(arg));
   }
-  if (spec.contains("/database/columns"_json_pointer)) {
+  if (!spec.database.columns.is_null()) {
     args.push_back("--adopt");
   }
-  if (spec.contains("/relay/shards"_json_pointer)) {
-    args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
+  if (spec.relay.shards) {
+    args.push_back("--shards=" + std::to_string(*spec.relay.shards));
   }
-  if (spec.contains("/database/payload"_json_pointer)) {
-    std::string type = spec.at("/database/payload"_json_pointer);
+  if (spec.database.payload) {
+    std::string type = *spec.database.payload;
     std::transform(type.begin(), type.end(), type.begin(), ::tolower);
     args.push_back("--payload=" + type);
   }
-  if (spec.contains("/database/mode"_json_pointer)) {
-    args.push_back(std::string("--mode=") +
-                   (spec.at("/database/mode"_json_pointer) == "Log" ? "log" : "status"));
+  if (spec.database.mode) {
+    args.push_back(std::string("--mode=") + (*spec.database.mode == "Log" ? "log" : "status"));
   }
   return args;
 }
@@ -651,49 +639,48 @@ struct OneShotJob {
   std::optional<int> ttl_seconds;  // ttlSecondsAfterFinished; nullopt: kept with the relay
 };
 
-Json one_shot_job(const Json& relay, const RelayNames& names, const OneShotJob& job,
-                  Json container) {
+Json one_shot_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                  const OneShotJob& job, Json container) {
   Json labels = labels_for(relay.at("metadata").at("name"), job.component);
   Json pod = {{"metadata", {{"labels", labels}}},
-              {"spec", pod_spec(relay, names, std::move(container), true)}};
-  apply_pod_template(relay, pod);
-  Json spec = {{"backoffLimit", job.backoff_limit},
-               {"activeDeadlineSeconds", job.deadline_seconds},
-               {"template", std::move(pod)}};
+              {"spec", pod_spec(relay, spec, names, std::move(container), true)}};
+  apply_pod_template(spec, pod);
+  Json job_spec = {{"backoffLimit", job.backoff_limit},
+                   {"activeDeadlineSeconds", job.deadline_seconds},
+                   {"template", std::move(pod)}};
   if (job.ttl_seconds) {
-    spec["ttlSecondsAfterFinished"] = *job.ttl_seconds;
+    job_spec["ttlSecondsAfterFinished"] = *job.ttl_seconds;
   }
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
           {"metadata", metadata(relay, job.name, job.component)},
-          {"spec", std::move(spec)}};
+          {"spec", std::move(job_spec)}};
 }
 
 // The Job behind schema_job_name(). Never rerun by the Job controller beyond a few
 // tries: migrate is idempotent, and a table it cannot create needs a person.
-Json schema_job(const Json& relay, const RelayNames& names, const std::string& name,
-                const PodSettings& settings) {
-  return one_shot_job(
-      relay, names, {name, "schema", 3, 900, std::nullopt},
-      container_for_job(relay, "migrate", settings, migrate_args(relay.at("spec"))));
+Json schema_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                const std::string& name, const PodSettings& settings) {
+  return one_shot_job(relay, spec, names, {name, "schema", 3, 900, std::nullopt},
+                      container_for_job(relay, spec, "migrate", settings, migrate_args(spec)));
 }
 
 // The Job behind requeue_request(): every FAILED event of the table back to pending. A failed
 // try changed nothing (the requeue is one transaction), so a few more are safe. Deleted a day
 // after it ends (its log is read until then): by then its pod has answered the request in
 // status.lastRequeue, or the operator has for a pod that could not, so nothing renders it again.
-Json requeue_job(const Json& relay, const RelayNames& names, const RequeueRequest& request,
-                 const PodSettings& settings) {
+Json requeue_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames& names,
+                 const RequeueRequest& request, const PodSettings& settings) {
   std::vector<std::string> args = {"requeue"};
-  for (std::string& arg : table_args(relay.at("spec"))) {
+  for (std::string& arg : table_args(spec)) {
     args.push_back(std::move(arg));
   }
   args.push_back("--all");
   // Validated (requeue_token_problem): no `$`, space or `=` can reach the argument.
   args.push_back(flag("request", request.token));
   args.push_back(report_status_arg(relay));
-  return one_shot_job(relay, names, {request.job, "requeue", 2, 600, 86400},
-                      container_for_job(relay, "requeue", settings, args));
+  return one_shot_job(relay, spec, names, {request.job, "requeue", 2, 600, 86400},
+                      container_for_job(relay, spec, "requeue", settings, args));
 }
 
 // Headless: scraping reaches each pod through the endpoints, and a ClusterIP per resource
@@ -749,16 +736,51 @@ std::string stable_hash(const std::string& text) {
   return out;
 }
 
-std::string schema_job_name(const Json& relay, const RenderOptions& options) {
-  if (!value_at<bool>(relay, "/spec/database/manageSchema", false)) {
+namespace {
+
+// The typed spec of `relay`; a spec it cannot read is InvalidSpec, naming the field.
+OutboxRelaySpec spec_of(const Json& relay) {
+  try {
+    return api::parse_spec(relay.at("spec"));
+  } catch (const api::SpecError& e) {
+    throw InvalidSpec(e.what());
+  }
+}
+
+std::string schema_job_name(const Json& relay, const OutboxRelaySpec& spec,
+                            const RenderOptions& options) {
+  if (!spec.database.manage_schema) {
     return {};
   }
-  std::string signature = image_of(relay, options);
-  for (const std::string& arg : migrate_args(relay.at("spec"))) {
+  std::string signature = image_of(spec, options);
+  for (const std::string& arg : migrate_args(spec)) {
     signature += "\n" + arg;
   }
   return relay.at("metadata").at("name").get<std::string>() + "-schema-" +
          stable_hash(signature).substr(0, 8);
+}
+
+std::vector<std::string> relay_args(const Json& relay, const OutboxRelaySpec& spec) {
+  std::vector<std::string> args = {"relay"};
+  for (auto& a : publish_args(relay, spec)) {
+    args.push_back(std::move(a));
+  }
+  args.push_back("--batch-size=" + std::to_string(spec.relay.batch_size));
+  args.push_back(flag("poll-interval", spec.relay.poll_interval));
+  args.push_back(flag("coalesce-window", spec.relay.coalesce_window));
+  args.push_back(flag("stuck-after", spec.stuck_after));
+  if (spec.relay.shards) {
+    args.push_back("--shards=" + std::to_string(*spec.relay.shards));
+  }
+  args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
+  args.push_back(report_status_arg(relay));
+  return args;
+}
+
+}  // namespace
+
+std::string schema_job_name(const Json& relay, const RenderOptions& options) {
+  return schema_job_name(relay, spec_of(relay), options);
 }
 
 std::string requeue_token_problem(const std::string& token) {
@@ -802,30 +824,7 @@ RequeueRequest requeue_request(const Json& relay) {
 }
 
 std::vector<std::string> relay_args(const Json& relay) {
-  const Json& spec = relay.at("spec");
-  std::vector<std::string> args = {"relay"};
-  for (auto& a : publish_args(relay)) {
-    args.push_back(std::move(a));
-  }
-  args.push_back(
-      "--batch-size=" +
-      std::to_string(value_at<int>(spec, "/relay/batchSize", outbox::api::defaults::kBatchSize)));
-  args.push_back(flag("poll-interval", value_at<std::string>(
-                                           spec, "/relay/pollInterval",
-                                           format_duration(outbox::api::defaults::kPollInterval))));
-  args.push_back(
-      flag("coalesce-window",
-           value_at<std::string>(spec, "/relay/coalesceWindow",
-                                 format_duration(outbox::api::defaults::kCoalesceWindow))));
-  args.push_back(flag("stuck-after",
-                      value_at<std::string>(spec, "/monitoring/stuckAfter",
-                                            format_duration(outbox::api::defaults::kStuckAfter))));
-  if (spec.contains("/relay/shards"_json_pointer)) {
-    args.push_back("--shards=" + std::to_string(spec.at("/relay/shards"_json_pointer).get<int>()));
-  }
-  args.push_back("--listen=0.0.0.0:" + std::to_string(kRelayPort));
-  args.push_back(report_status_arg(relay));
-  return args;
+  return relay_args(relay, spec_of(relay));
 }
 
 bool reconciliation_paused(const Json& relay) {
@@ -835,32 +834,32 @@ bool reconciliation_paused(const Json& relay) {
 
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
   try {
+    const OutboxRelaySpec spec = spec_of(relay);
     const RelayNames names(relay.at("metadata").at("name").get<std::string>());
-    const PodSettings pod{image_of(relay, options), options.log_level, options.log_format};
-    const std::vector<std::string> args = relay_args(relay);
+    const PodSettings pod{image_of(spec, options), options.log_level, options.log_format};
+    const std::vector<std::string> args = relay_args(relay, spec);
     const std::string conf = relay_config(relay, args);
-    const int replicas = desired_replicas(relay);
     RenderedRelay out;
     out.objects = {
-        {&owned::service_accounts, service_account(relay, names)},
+        {&owned::service_accounts, service_account(relay, spec, names)},
         {&owned::roles, status_role(relay, names)},
         {&owned::role_bindings, role_binding(relay, names)},
         {&owned::config_maps, config_map(relay, names, conf)},
         {&owned::deployments,
-         deployment(relay, names, pod, args, replicas,
+         deployment(relay, spec, names, pod, args,
                     {stable_hash(conf), stable_hash(options.secret_versions)})},
-        {&owned::cron_jobs, compensation_cron_job(relay, names, pod, options.relays_alive)},
-        {&owned::cron_jobs, retention_cron_job(relay, names, pod)},
+        {&owned::cron_jobs, compensation_cron_job(relay, spec, names, pod, options.relays_alive)},
+        {&owned::cron_jobs, retention_cron_job(relay, spec, names, pod)},
         {&owned::services, metrics_service(relay, names)},
     };
-    if (const std::string job = schema_job_name(relay, options); !job.empty()) {
-      out.objects.push_back({&owned::jobs, schema_job(relay, names, job, pod)});
+    if (const std::string job = schema_job_name(relay, spec, options); !job.empty()) {
+      out.objects.push_back({&owned::jobs, schema_job(relay, spec, names, job, pod)});
     }
     if (const RequeueRequest requeue = requeue_request(relay); !requeue.job.empty()) {
-      out.objects.push_back({&owned::jobs, requeue_job(relay, names, requeue, pod)});
+      out.objects.push_back({&owned::jobs, requeue_job(relay, spec, names, requeue, pod)});
     }
     out.pdb_name = names.deployment;
-    out.wants_pdb = replicas > 1;
+    out.wants_pdb = desired_replicas(spec) > 1;
     if (out.wants_pdb) {
       out.objects.push_back({&owned::pod_disruption_budgets, disruption_budget(relay, names)});
     }

@@ -4,11 +4,19 @@
 #include <ctime>
 #include <vector>
 
+#include "api/spec.hpp"
 #include "common/duration.hpp"
 #include "controller/relay_resources.hpp"
 
 namespace outbox::controller {
 namespace {
+
+// The status is written for every resource, one whose spec cannot be parsed included (it then
+// says InvalidSpec), so it reads the few spec fields it needs itself, with the table's defaults.
+template <typename T>
+T default_of(const char* path) {
+  return api::spec_field(path).default_value.get<T>();
+}
 
 // `value`: "True", "False" or "Unknown" (metav1.ConditionStatus).
 Json condition(const Json& current_status, const std::string& type, const std::string& value,
@@ -112,7 +120,9 @@ struct Conditions {
         generation(in.relay.at("metadata").value("generation", 0LL)),
         now(format_time(in.now)),
         suspend(value_at<bool>(spec, "/suspend", false)),
-        desired(suspend ? 0 : value_at<int>(spec, "/relay/replicas", 2)),
+        desired(suspend
+                    ? 0
+                    : value_at<int>(spec, "/relay/replicas", default_of<int>("/relay/replicas"))),
         rollout(rollout_of(in.deployment, desired)) {}
 
   Json make(const std::string& type, bool status, const std::string& reason,
@@ -231,7 +241,8 @@ struct Conditions {
   // The relay measures the backlog (status.backlog, its own field manager); the operator only
   // judges it against spec.monitoring.stuckAfter, and says Unknown when nobody measures.
   Json backlog_stuck() const {
-    const std::string stuck_after = value_at<std::string>(spec, "/monitoring/stuckAfter", "10m");
+    const std::string stuck_after = value_at<std::string>(
+        spec, "/monitoring/stuckAfter", default_of<std::string>("/monitoring/stuckAfter"));
     const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
     if (!current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
       return make_unknown("BacklogStuck", "NoBacklogReport",

@@ -22,8 +22,4 @@ inline const char kRescueCompensationSchedule[] = "*/1 * * * *";
 // whole day ("41 9 * * *"), about 21 pods an hour for 500 OutboxRelays.
 std::string spread_retention_schedule(const std::string& ns, const std::string& name);
 
-// The time zone both CronJobs' schedules are read in unless the spec names one: the
-// controller-manager's own would make a schedule mean something else on every cluster.
-inline const char kDefaultScheduleTimeZone[] = "UTC";
-
 }  // namespace outbox::controller

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "api/defaults.hpp"
 #include "common/backoff.hpp"
 
 namespace outbox::relay {
@@ -11,7 +12,8 @@ namespace outbox::relay {
 struct BackoffPolicy {
   std::chrono::milliseconds initial{60'000};
   std::chrono::milliseconds max{64 * 60'000};
-  double jitter = 0.2;  // the delay is scaled by a factor drawn from [1 - jitter, 1 + jitter]
+  double jitter = api::defaults::kJitter;  // the delay is scaled by a factor drawn from [1 -
+                                           // jitter, 1 + jitter]
 
   // Delay before attempt number `attempt` + 1, where `attempt` >= 1 failures happened.
   // `unit_random` in [0, 1) makes it deterministic in tests.

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/defaults.hpp"
 #include "kafka/producer.hpp"
 #include "outbox/store.hpp"
 #include "relay/backoff.hpp"
@@ -21,7 +22,7 @@ namespace outbox::relay {
 // compensation job so that both keep the same ordering and retry rules.
 struct PublishPolicy {
   TopicRouter router{"outbox.{biz_type}", {}};
-  int max_attempts = 10;
+  int max_attempts = api::defaults::kMaxAttempts;
   BackoffPolicy backoff;
   bool delete_on_sent = false;
   // false (--ordering none): no event holds back another of its key, in the
