@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/controller_fleet.sh [--namespaces N] [--per-namespace M] [--runs R]
+# bench/controller_fleet.sh [--namespaces N] [--per-namespace M] [--runs R] [--upgrade]
+#                           [--roll-seconds S]
 #
 # A fleet of OutboxRelays (default 10 namespaces x 100) reconciled by one controller process
 # started with the chart's default settings (workers, qps, burst: read from
@@ -11,6 +12,15 @@
 #   rss          the controller's peak RSS (VmHWM) at that point, and per resource
 #   idle resync  applies and status writes during one full resync period after that (the
 #                controller runs with --resync-period=20s here): must be 0
+# With --upgrade, each run then upgrades the operator: the controller is restarted with another
+# relay image (what a new release does to every relay that does not pin spec.relay.image) and
+# the chart's maxRollingRelays, while bench/deployment_standin.py plays the Deployment
+# controller (a relay Deployment is rolled out S seconds, default 2, after it changes):
+#   upgrade      seconds until every relay Deployment runs the new image and is rolled out
+#   peak rolling the most relay Deployments rolling at once (sampled every 0.2 s): at most
+#                the budget
+#   upgrade rss  the restarted controller's peak RSS
+#   applies      the restarted controller's applies during the upgrade
 # There is no kubelet in this test bed (no `node` service): relay pods never exist, which is
 # what a first rollout of a fleet looks like to the controller. Each run gets a fresh control
 # plane of its own ($TESTBED_STATE, default <repo>/.testbed/fleet, purged before each run):
@@ -22,13 +32,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 # not on its own CPU, and sharing the dir spares a second full build.
 build=${OUTBOX_BUILD_DIR:-$repo/build}
 export TESTBED_STATE=${TESTBED_STATE:-$repo/.testbed/fleet}
-namespaces=10 per_ns=100 runs=3
+namespaces=10 per_ns=100 runs=3 upgrade=0 roll_seconds=2
 while [ $# -gt 0 ]; do
   case $1 in
     --namespaces) namespaces=$2; shift ;;
     --per-namespace) per_ns=$2; shift ;;
     --runs) runs=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --upgrade) upgrade=1 ;;
+    --roll-seconds) roll_seconds=$2; shift ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "controller_fleet.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,7 +73,7 @@ fresh_control_plane() {
 }
 
 value() { awk -v k="$1:" '$1 == k { print $2; exit }' "$repo/charts/outbox-operator/values.yaml"; }
-workers=$(value workers) qps=$(value qps) burst=$(value burst)
+workers=$(value workers) qps=$(value qps) burst=$(value burst) budget=$(value maxRollingRelays)
 
 metric() { # metric <port> <series>: its value, 0 when absent
   curl -s "http://127.0.0.1:$1/metrics" | awk -v s="$2" '$1 == s { print $2; found=1 } END { if (!found) print 0 }'
@@ -71,11 +83,22 @@ reconciled_count() { # resources of this run at generation 1 with Degraded=False
     grep -c '^False$' || true
 }
 
+start_controller() { # start_controller IMAGE: the controller with the chart's defaults
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  log=$(mktemp)
+  MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-} "$bin" --log-level warn controller --relay-image "$1" \
+    --workers "$workers" --qps "$qps" --burst "$burst" --max-rolling-relays "$budget" \
+    --resync-period 20s --listen "127.0.0.1:$port" >"$log" 2>&1 &
+  pid=$!
+}
+
 out=$build/bench/fleet-last-run.txt
 mkdir -p "$(dirname "$out")"
 {
-  echo "controller fleet: $namespaces namespaces x $per_ns = $total OutboxRelays; chart defaults workers=$workers qps=$qps burst=$burst; $(nproc) cores"
-  printf '%-4s %14s %14s %16s %22s\n' run reconciled_s peak_rss_MiB KiB_per_resource idle_applies/status
+  echo "controller fleet: $namespaces namespaces x $per_ns = $total OutboxRelays; chart defaults workers=$workers qps=$qps burst=$burst maxRollingRelays=$budget; $(nproc) cores"
+  printf '%-4s %14s %14s %16s %22s' run reconciled_s peak_rss_MiB KiB_per_resource idle_applies/status
+  [ "$upgrade" = 0 ] || printf ' %11s %13s %17s %9s' upgrade_s peak_rolling upgrade_rss_MiB applies
+  echo
 } | tee "$out"
 for run in $(seq 1 "$runs"); do
   fresh_control_plane
@@ -104,12 +127,8 @@ YAML
   kubectl apply --server-side -f "$manifest" >/dev/null
   rm -f "$manifest"
 
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  log=$(mktemp)
   start=$(date +%s.%N)
-  MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-} "$bin" --log-level warn controller --relay-image bench:1 --workers "$workers" --qps "$qps" \
-    --burst "$burst" --resync-period 20s --listen "127.0.0.1:$port" >"$log" 2>&1 &
-  pid=$!
+  start_controller bench:1
   while [ "$(reconciled_count "$tag")" -lt "$total" ]; do
     kill -0 "$pid" || { cat "$log" >&2; exit 1; }
     sleep 1
@@ -122,6 +141,18 @@ YAML
   a1=$(metric "$port" outbox_controller_applies_total) s1=$(metric "$port" outbox_controller_status_writes_total)
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
   rm -f "$log"
-  printf '%-4s %14.1f %14.1f %16.1f %22s\n' "$run" "$t" "$(echo "$hwm / 1024" | bc -l)" \
-    "$(echo "$hwm / $total" | bc -l)" "$((${a1%.*} - ${a0%.*}))/$((${s1%.*} - ${s0%.*}))" | tee -a "$out"
+  line=$(printf '%-4s %14.1f %14.1f %16.1f %22s' "$run" "$t" "$(echo "$hwm / 1024" | bc -l)" \
+    "$(echo "$hwm / $total" | bc -l)" "$((${a1%.*} - ${a0%.*}))/$((${s1%.*} - ${s0%.*}))")
+  if [ "$upgrade" = 1 ]; then
+    python3 "$repo/bench/deployment_standin.py" settle >/dev/null
+    start_controller bench:2
+    read -r up_s peak _ < <(python3 "$repo/bench/deployment_standin.py" roll --image bench:2 \
+      --roll-seconds "$roll_seconds")
+    up_hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+    applies=$(metric "$port" outbox_controller_applies_total)
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    rm -f "$log"
+    line+=$(printf ' %11.1f %13s %17.1f %9s' "$up_s" "$peak" "$(echo "$up_hwm / 1024" | bc -l)" "${applies%.*}")
+  fi
+  echo "$line" | tee -a "$out"
 done

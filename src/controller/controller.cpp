@@ -78,16 +78,31 @@ void Controller::add_informers(const std::string& ns) {
   owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
   owned_options.transform = kube::strip_managed_fields;
   for (const kube::Resource* kind : owned_kinds()) {
+    // Deployments also keep the rollout summary the rollout budget counts (hold_rollout).
+    const bool deployments = kind == &owned::deployments;
     owned_informers_[{kind->plural, ns}] = std::make_unique<kube::Informer>(
         client_, *kind, ns,
         // On update, the old owner too: an edit that removed the ownerReference is drift
         // of the resource that owned it.
-        kube::InformerHandlers{[this](const Json& o) { enqueue_owner(o); },
-                               [this](const Json& old_o, const Json& o) {
+        kube::InformerHandlers{[this, deployments](const Json& o) {
+                                 if (deployments) {
+                                   observe_deployment(o, false);
+                                 }
+                                 enqueue_owner(o);
+                               },
+                               [this, deployments](const Json& old_o, const Json& o) {
+                                 if (deployments) {
+                                   observe_deployment(o, false);
+                                 }
                                  enqueue_owner(old_o);
                                  enqueue_owner(o);
                                },
-                               [this](const Json& o) { enqueue_owner(o); }},
+                               [this, deployments](const Json& o) {
+                                 if (deployments) {
+                                   observe_deployment(o, true);
+                                 }
+                                 enqueue_owner(o);
+                               }},
         owned_options);
   }
 }

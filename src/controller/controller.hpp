@@ -154,6 +154,8 @@ class Controller {
   // Relay Deployments rolling out now: as the caches show them, and those this process changed
   // whose new generation the caches do not show as rolled yet.
   int rolling_relays();
+  // Keeps deployment_rollouts_ current; called by the Deployment informer's handlers.
+  void observe_deployment(const Json& deployment, bool deleted);
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
 
@@ -195,6 +197,12 @@ class Controller {
   std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
   std::map<std::string, long long> failed_seen_;       // "ns/name" -> status.backlog.failed
   std::map<std::string, long long> rollouts_started_;  // "ns/name" of a Deployment -> generation
+  // Every relay Deployment in the caches: its generation and whether it is rolling out.
+  struct DeploymentRollout {
+    long long generation = 0;
+    bool rolling = false;
+  };
+  std::map<std::string, DeploymentRollout> deployment_rollouts_;  // "ns/name" ->
   std::mutex rollout_mu_;  // one hold_rollout at a time: the count and the start are one step
   // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
   std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
