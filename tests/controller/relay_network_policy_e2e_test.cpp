@@ -9,6 +9,7 @@ namespace outbox::controller {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace testing;
 
 TEST_F(ControllerE2E, TheNetworkPolicyFollowsSpecNetworkPolicy) {
   testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
