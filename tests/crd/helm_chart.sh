@@ -161,6 +161,10 @@ expect_contains "Grafana dashboard ConfigMap" "$n" "name: outbox-dashboard"
 expect_contains "dashboard ConfigMap carries the sidecar label" "$n" 'grafana_dashboard: "1"'
 expect_contains "dashboard ConfigMap annotations from values" "$n" "grafana_folder: Outbox"
 expect_contains "PodDisruptionBudget minAvailable from values" "$n" "minAvailable: 2"
+expect_contains "non-default: the admission policy allows only the watchNamespaces" "$n" "request.namespace in ['team-a','team-b']"
+expect_contains "non-default: deniedNamespaces from values" "$n" "['kube-system','kube-public','kube-node-lease','platform']"
+expect_contains "non-default: the operator's NetworkPolicy" "$n" "kind: NetworkPolicy"
+expect_contains "non-default: metrics peers on the HTTP port" "$n" $'app.kubernetes.io/name: prometheus\n      ports:\n        - port: 9090'
 expect_contains "HTTP port from values" "$n" "containerPort: 9090"
 expect_contains "workers from values" "$n" $'name: OUTBOX_WORKERS\n              value: "8"'
 expect_contains "qps from values" "$n" $'name: OUTBOX_QPS\n              value: "200.5"'
