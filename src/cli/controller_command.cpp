@@ -21,6 +21,7 @@ struct ControllerFlags {
   std::string kubeconfig;
   std::string namespaces;
   std::string relay_image;
+  std::string network_policy_api_server;
   std::string listen = kDefaultListen;
   std::string lease_name = "outbox-operator-leader";
   std::string lease_namespace;
@@ -61,6 +62,11 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_option("--relay-image", f->relay_image,
                   "image of the relay and the jobs unless spec.relay.image is set")
       ->envname("OUTBOX_RELAY_IMAGE");
+  cmd->add_option("--network-policy-api-server", f->network_policy_api_server,
+                  "comma-separated CIDRs of the API server, the only addresses a relay's "
+                  "NetworkPolicy (spec.networkPolicy) lets it reach on ports 443 and 6443; "
+                  "empty: any address on those ports")
+      ->envname("OUTBOX_NETWORK_POLICY_API_SERVER");
   add_listen_option(*cmd, f->listen);
   cmd->add_option("--lease-name", f->lease_name, "leader election Lease")
       ->envname("OUTBOX_LEASE_NAME")
@@ -123,6 +129,7 @@ controller::ControllerOptions controller_options(const ControllerFlags& flags) {
   controller::ControllerOptions options;
   options.namespaces = split_list(flags.namespaces);
   options.render.relay_image = flags.relay_image;
+  options.render.api_server_cidrs = split_list(flags.network_policy_api_server);
   options.render.log_level = logging_level();
   options.render.log_format = logging_format();
   options.workers = flags.workers;

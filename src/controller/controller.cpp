@@ -15,10 +15,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const std::vector<const kube::Resource*>& owned_kinds() {
-  static const std::vector<const kube::Resource*> kinds = {
-      &owned::service_accounts,      &owned::roles,     &owned::role_bindings, &owned::config_maps,
-      &owned::deployments,           &owned::cron_jobs, &owned::jobs,          &owned::services,
-      &owned::pod_disruption_budgets};
+  static const std::vector<const kube::Resource*> kinds = {&owned::service_accounts,
+                                                           &owned::roles,
+                                                           &owned::role_bindings,
+                                                           &owned::config_maps,
+                                                           &owned::deployments,
+                                                           &owned::cron_jobs,
+                                                           &owned::jobs,
+                                                           &owned::services,
+                                                           &owned::pod_disruption_budgets,
+                                                           &owned::network_policies};
   return kinds;
 }
 

@@ -158,6 +158,8 @@ class Controller {
   void observe_deployment(const Json& deployment, bool deleted);
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
+  bool delete_unwanted(const kube::Resource& resource, const std::string& ns,
+                       const std::string& name);
 
   // The status and Events (relay_status_write.cpp). Writes the status if it changed; true
   // while the relay pods are not all ready.

@@ -89,6 +89,13 @@ void Controller::apply_all(const Json& relay, const RenderedRelay& rendered, std
     throw_if_stopped(stop);
     delete_pdb(ns_of(relay), rendered.pdb_name);
   }
+  if (!rendered.wants_network_policy) {
+    throw_if_stopped(stop);
+    if (delete_unwanted(owned::network_policies, ns_of(relay), rendered.network_policy_name)) {
+      spdlog::info("deleted NetworkPolicy {}/{}: spec.networkPolicy is not enabled", ns_of(relay),
+                   rendered.network_policy_name);
+    }
+  }
 }
 
 // Skips the request when this process already applied exactly this object and the live one
@@ -233,17 +240,27 @@ bool Controller::hold_rollout(RenderedRelay& rendered) {
 }
 
 void Controller::delete_pdb(const std::string& ns, const std::string& name) {
-  kube::Informer* informer = informer_for(owned::pod_disruption_budgets, ns);
+  if (delete_unwanted(owned::pod_disruption_budgets, ns, name)) {
+    spdlog::info("deleted PodDisruptionBudget {}/{}: one relay replica or fewer", ns, name);
+  }
+}
+
+// Deletes an owned object the spec no longer wants; false when there was none. Only what the
+// cache holds (so only what carries our label) is deleted: a missing object costs no request.
+bool Controller::delete_unwanted(const kube::Resource& resource, const std::string& ns,
+                                 const std::string& name) {
+  kube::Informer* informer = informer_for(resource, ns);
   if (informer == nullptr || !informer->get(ns + "/" + name)) {
-    return;
+    return false;
   }
   try {
-    client_.remove(owned::pod_disruption_budgets, ns, name);
-    spdlog::info("deleted PodDisruptionBudget {}/{}: one relay replica or fewer", ns, name);
+    client_.remove(resource, ns, name);
+    return true;
   } catch (const kube::ApiError& e) {
     if (!e.is_not_found()) {
       throw;
     }
+    return false;
   }
 }
 

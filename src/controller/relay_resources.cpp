@@ -9,6 +9,7 @@
 
 #include "api/spec.hpp"
 #include "common/duration.hpp"
+#include "controller/network_policy.hpp"
 #include "controller/schedules.hpp"
 #include "outbox/column_map.hpp"
 
@@ -862,6 +863,15 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
     out.wants_pdb = desired_replicas(spec) > 1;
     if (out.wants_pdb) {
       out.objects.push_back({&owned::pod_disruption_budgets, disruption_budget(relay, names)});
+    }
+    // Before the workloads, so their pods start confined.
+    out.network_policy_name = names.deployment;
+    out.wants_network_policy = wants_network_policy(relay);
+    if (out.wants_network_policy) {
+      out.objects.insert(out.objects.begin() + 4,
+                         {&owned::network_policies,
+                          network_policy(relay, metadata(relay, names.deployment, "relay"),
+                                         options.api_server_cidrs)});
     }
     return out;
   } catch (const Json::exception& e) {

@@ -59,6 +59,7 @@ inline const kube::Resource jobs{"batch", "v1", "jobs", true};
 inline const kube::Resource roles{"rbac.authorization.k8s.io", "v1", "roles", true};
 inline const kube::Resource role_bindings{"rbac.authorization.k8s.io", "v1", "rolebindings", true};
 inline const kube::Resource pod_disruption_budgets{"policy", "v1", "poddisruptionbudgets", true};
+inline const kube::Resource network_policies{"networking.k8s.io", "v1", "networkpolicies", true};
 }  // namespace owned
 
 struct RelayNames {
@@ -81,6 +82,9 @@ struct RenderOptions {
   // resource is younger than that). False puts the compensation CronJob on its every-minute
   // rescue schedule (controller/schedules.hpp).
   bool relays_alive = true;
+  // Where the API server listens (CIDRs), for the egress of spec.networkPolicy; empty: any
+  // address on the API server's ports (--network-policy-api-server).
+  std::vector<std::string> api_server_cidrs = {};
 };
 
 // With spec.database.manageSchema, the name of the Job that runs `migrate` for the spec as it
@@ -119,6 +123,9 @@ struct RenderedRelay {
   std::vector<OwnedObject> objects;
   bool wants_pdb = false;  // false: delete a PodDisruptionBudget left from a larger scale
   std::string pdb_name;
+  // false: delete a NetworkPolicy left from spec.networkPolicy.enabled
+  bool wants_network_policy = false;
+  std::string network_policy_name;
 };
 
 // A spec no retry can fix (the CRD should have refused it, or no image is known): the

@@ -45,7 +45,8 @@ out=$("$HELM" lint --strict "$CHART_DIR" -f "$CRD_TEST_DIR/values-nondefault.yam
 render() { "$HELM" template "$release" "$CHART_DIR" --namespace "$ns" "$@"; }
 render >"$tmp/default.yaml" || die "helm template with default values failed"
 d=$(cat "$tmp/default.yaml")
-for kind in Deployment ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Service PodDisruptionBudget; do
+for kind in Deployment ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Service PodDisruptionBudget \
+  ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding; do
   expect_contains "default render has a $kind" "$d" "kind: $kind"
 done
 expect_not_contains "default render has no ServiceMonitor" "$d" "kind: ServiceMonitor"
@@ -61,7 +62,7 @@ verbs=$(grep -E '^\s+verbs: \[' <<<"$rbac")
 for v in escalate bind impersonate '"update"' '"delete"'; do
   case $v in
     '"update"') expect_eq "update only on status, finalizers and the Lease" "$(grep -c '"update"' <<<"$verbs")" "3" ;;
-    '"delete"') expect_eq "delete only on PodDisruptionBudgets and Services" "$(grep -c '"delete"' <<<"$verbs")" "2" ;;
+    '"delete"') expect_eq "delete only on PodDisruptionBudgets, NetworkPolicies and Services" "$(grep -c '"delete"' <<<"$verbs")" "3" ;;
     *) expect_not_contains "no $v verb in RBAC" "$verbs" "$v" ;;
   esac
 done
@@ -71,6 +72,42 @@ expect_not_contains "no PodDisruptionBudget with one replica" "$v" "kind: PodDis
 v=$(render --set replicaCount=1 --set leaderElection.enabled=false)
 expect_not_contains "no --leader-elect when disabled" "$v" "--leader-elect"
 expect_not_contains "no Lease Role when leader election is disabled" "$v" "leader-election"
+# The operator's NetworkPolicy (rendered only; the test bed's network plugin enforces none).
+expect_not_contains "no NetworkPolicy by default" "$d" "kind: NetworkPolicy"
+expect_not_contains "no API server CIDRs for the controller by default" "$d" "OUTBOX_NETWORK_POLICY_API_SERVER"
+np=$(render --set networkPolicy.enabled=true --show-only templates/networkpolicy.yaml)
+expect_contains "networkPolicy.enabled: a NetworkPolicy" "$np" "kind: NetworkPolicy"
+expect_contains "it selects the operator's pods" "$np" $'matchLabels:\n      app.kubernetes.io/name: outbox-operator\n      app.kubernetes.io/instance: outbox-operator'
+expect_contains "it limits both directions" "$np" 'policyTypes: ["Ingress", "Egress"]'
+expect_contains "without metricsFrom, no ingress at all (never a rule without from)" "$np" "ingress: []"
+expect_contains "egress to DNS" "$np" $'- {port: 53, protocol: UDP}\n        - {port: 53, protocol: TCP}'
+expect_contains "egress to the API server's ports" "$np" $'- {port: 443, protocol: TCP}\n        - {port: 6443, protocol: TCP}'
+expect_not_contains "without apiServerCIDRs, no address restriction" "$np" "ipBlock"
+np=$(render --set networkPolicy.enabled=true --set 'networkPolicy.apiServerCIDRs={10.0.0.1/32,10.0.0.2/32}' \
+  --set-json 'networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]' \
+  --set http.port=9090)
+expect_contains "metricsFrom reaches the HTTP port" "$np" $'    - from:\n        - namespaceSelector:\n            matchLabels:\n              kubernetes.io/metadata.name: monitoring\n      ports:\n        - port: 9090'
+expect_contains "apiServerCIDRs narrow the API server egress" "$np" $'      to:\n        - ipBlock: {cidr: "10.0.0.1/32"}\n        - ipBlock: {cidr: "10.0.0.2/32"}'
+expect_contains "apiServerCIDRs reach the controller (relays' NetworkPolicies)" "$np" \
+  $'name: OUTBOX_NETWORK_POLICY_API_SERVER\n              value: "10.0.0.1/32,10.0.0.2/32"'
+render --set networkPolicy.enabled=true --set 'networkPolicy.apiServerCIDRs={10.0.0.1/32}' \
+  --set-json 'networkPolicy.metricsFrom=[{"podSelector":{"matchLabels":{"app":"prometheus"}}}]' \
+  --show-only templates/networkpolicy.yaml >"$tmp/networkpolicy.yaml"
+# The admission policy (tests/crd/admission_policy.sh proves what it refuses).
+vap=$(render --show-only templates/admission-policy.yaml)
+expect_contains "the policy matches the operator's ServiceAccount only" "$vap" \
+  "request.userInfo.username == \"system:serviceaccount:$ns:outbox-operator\""
+expect_contains "the policy denies the system namespaces" "$vap" "!(request.namespace in ['kube-system','kube-public','kube-node-lease'])"
+expect_not_contains "without watchNamespaces, no namespace allow-list" "$vap" "may write only in its watchNamespaces"
+expect_contains "the binding denies" "$vap" 'validationActions: ["Deny"]'
+v=$(render --set 'watchNamespaces={team-a,team-b}' --show-only templates/admission-policy.yaml)
+expect_contains "with watchNamespaces, writes only there" "$v" "request.namespace in ['team-a','team-b']"
+v=$(render --set 'admissionPolicy.validationActions={Warn,Audit}' --show-only templates/admission-policy.yaml)
+expect_contains "validationActions from values" "$v" 'validationActions: ["Warn","Audit"]'
+v=$(render --set admissionPolicy.enabled=false)
+expect_not_contains "admissionPolicy.enabled=false: no policy" "$v" "kind: ValidatingAdmissionPolicy"
+v=$(render --kube-version 1.29.0)
+expect_not_contains "below Kubernetes 1.30 (no admissionregistration.k8s.io/v1 policy): no policy" "$v" "kind: ValidatingAdmissionPolicy"
 v=$(render --set controller.burst=1000000)
 expect_contains "a large burst is passed as an integer" "$v" 'value: "1000000"'
 expect_contains "default workers" "$d" $'name: OUTBOX_WORKERS\n              value: "4"'
@@ -124,6 +161,10 @@ expect_contains "Grafana dashboard ConfigMap" "$n" "name: outbox-dashboard"
 expect_contains "dashboard ConfigMap carries the sidecar label" "$n" 'grafana_dashboard: "1"'
 expect_contains "dashboard ConfigMap annotations from values" "$n" "grafana_folder: Outbox"
 expect_contains "PodDisruptionBudget minAvailable from values" "$n" "minAvailable: 2"
+expect_contains "non-default: the admission policy allows only the watchNamespaces" "$n" "request.namespace in ['team-a','team-b']"
+expect_contains "non-default: deniedNamespaces from values" "$n" "['kube-system','kube-public','kube-node-lease','platform']"
+expect_contains "non-default: the operator's NetworkPolicy" "$n" "kind: NetworkPolicy"
+expect_contains "non-default: metrics peers on the HTTP port" "$n" $'app.kubernetes.io/name: prometheus\n      ports:\n        - port: 9090'
 expect_contains "HTTP port from values" "$n" "containerPort: 9090"
 expect_contains "workers from values" "$n" $'name: OUTBOX_WORKERS\n              value: "8"'
 expect_contains "qps from values" "$n" $'name: OUTBOX_QPS\n              value: "200.5"'
@@ -157,6 +198,8 @@ render --set metrics.kubeStateMetrics.enabled=true --set metrics.kubeStateMetric
   --set metrics.kubeStateMetrics.serviceAccount.namespace=monitoring --show-only templates/kube-state-metrics.yaml >"$tmp/ksm.yaml"
 out=$(kubectl apply --dry-run=server -f "$tmp/ksm.yaml" 2>&1) &&
   pass "the kube-state-metrics ConfigMap and RBAC pass a server-side dry run" || fail "kube-state-metrics objects refused: $out"
+out=$(kubectl apply --dry-run=server -f "$tmp/networkpolicy.yaml" 2>&1) &&
+  pass "the operator's NetworkPolicy passes a server-side dry run" || fail "the operator's NetworkPolicy refused: $out"
 out=$(kubectl apply --dry-run=server -f "$REPO_ROOT/operator/install.yaml" 2>&1) &&
   pass "operator/install.yaml passes a server-side dry run" || fail "operator/install.yaml refused: $out"
 
@@ -164,6 +207,7 @@ out=$(kubectl apply --dry-run=server -f "$REPO_ROOT/operator/install.yaml" 2>&1)
 out=$(helm install "$release" "$CHART_DIR" -n "$ns" --create-namespace 2>&1) &&
   pass "helm install" || die "helm install failed: $out"
 expect_contains "NOTES.txt shows the next steps" "$out" "kubectl get obr -A"
+expect_contains "NOTES.txt names the admission policy" "$out" "ValidatingAdmissionPolicy outbox-operator-owned-objects-only"
 jp() { kubectl get "$1" -n "$ns" -o jsonpath="{$2}"; }
 expect_eq "Deployment has 2 replicas" "$(jp deploy/outbox-operator .spec.replicas)" "2"
 expect_eq "controller args" "$(jp deploy/outbox-operator '.spec.template.spec.containers[0].args[*]')" "controller --leader-elect"
@@ -201,6 +245,7 @@ perms() {
 nobody=system:serviceaccount:$ns:nobody-$$
 expected_cluster_rows='configmaps|[]|[get list watch create patch]
 cronjobs.batch|[]|[get list watch create patch]
+networkpolicies.networking.k8s.io|[]|[get list watch create patch delete]
 deployments.apps|[]|[get list watch create patch]
 jobs.batch|[]|[get list watch create patch]
 events.events.k8s.io|[]|[create patch]
@@ -264,11 +309,18 @@ can no create leases.coordination.k8s.io -n "$work_ns"
 can no create leases.coordination.k8s.io -n kube-system
 
 # --- RBAC: real requests as the service account -------------------------------------------
+# The objects carry what the chart's admission policy asks of the operator's writes: its
+# managed-by label and a controller ownerReference to an OutboxRelay.
 as_sa() { kubectl --as="$sa" "$@"; }
+owned='labels: {app.kubernetes.io/managed-by: outbox-operator}
+  ownerReferences: [{apiVersion: outbox.dev/v1alpha1, kind: OutboxRelay, name: orders, uid: 0b0e6d1c-0000-4000-8000-000000000001, controller: true}]'
 cat >"$tmp/relay-deploy.yaml" <<YAML
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: orders-relay, namespace: $work_ns}
+metadata:
+  name: orders-relay
+  namespace: $work_ns
+  $owned
 spec:
   replicas: 2
   selector: {matchLabels: {app: orders-relay}}
@@ -291,7 +343,10 @@ expect_contains "the operator may get one Secret by name (NotFound, not Forbidde
 cat >"$tmp/relay-role.yaml" <<YAML
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: orders-relay, namespace: $work_ns}
+metadata:
+  name: orders-relay
+  namespace: $work_ns
+  $owned
 rules:
   - {apiGroups: [outbox.dev], resources: [outboxrelays], verbs: [get]}
   - {apiGroups: [outbox.dev], resources: [outboxrelays/status], verbs: [get, patch, update]}
@@ -299,7 +354,10 @@ rules:
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: orders-relay, namespace: $work_ns}
+metadata:
+  name: orders-relay
+  namespace: $work_ns
+  $owned
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: orders-relay}
 subjects: [{kind: ServiceAccount, name: orders-relay, namespace: $work_ns}]
 YAML

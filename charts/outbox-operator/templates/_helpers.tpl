@@ -99,3 +99,14 @@ render time: otherwise a bad combination renders fine and every pod crash-loops.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+Whether the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (GA in
+1.30): discovery says so on a live install; `helm template` has no discovery of kinds, so
+there the target version decides (--kube-version, default Helm's own).
+*/}}
+{{- define "outbox-operator.admissionPolicySupported" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end }}
