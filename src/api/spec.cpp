@@ -70,6 +70,10 @@ std::vector<SpecField> make_table() {
       {"/monitoring", Json::object(), {}, {}, {}},
       {"/monitoring/stuckAfter", format_duration(d::kStuckAfter), {}, {}, {}},
       {"/suspend", false, {}, {}, {}},
+      // spec.networkPolicy
+      {"/networkPolicy/enabled", false, {}, {}, {}},
+      {"/networkPolicy/egress/*/ports/*/protocol", none, {}, {}, {"TCP", "UDP", "SCTP"}},
+      {"/networkPolicy/egress/*/ports/*/endPort", none, 1, 65535, {}},
   };
 }
 
