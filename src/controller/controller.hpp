@@ -138,6 +138,16 @@ class Controller {
   std::optional<Json> cached_relay(const std::string& key) const;
   kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
 
+  // deletionPolicy: Drop (relay_finalize.cpp). Adds kDropFinalizer while the policy is Drop and
+  // removes it once it is not.
+  void keep_drop_finalizer(const Json& relay, std::stop_token stop);
+  // A resource being deleted: with the finalizer, stops its relays, runs the Drop Job and
+  // removes the finalizer once the Job succeeded (a failed one is Degraded DropFailed).
+  ReconcileResult finalize(const Json& relay, std::stop_token stop);
+  // Scales the relay Deployment to zero and suspends both CronJobs; true once no relay pod runs.
+  bool stop_relays(const Json& relay, std::stop_token stop);
+  void patch_drop_finalizer(const Json& relay, bool keep);
+
   // The Secret checks (relay_secrets.cpp). Checks that the referenced Secrets exist and records
   // their versions in `render` (the pod template's secrets-hash: a rotation rolls the pods).
   // Throws InvalidSpec when the spec names no DSN Secret.

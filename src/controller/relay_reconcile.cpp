@@ -8,10 +8,15 @@ namespace outbox::controller {
 // with backoff, except an invalid spec, which is terminal (see TerminalError).
 ReconcileResult Controller::reconcile(const std::string& key, std::stop_token stop) {
   const std::optional<Json> relay = cached_relay(key);
-  if (!relay || relay->at("metadata").contains("deletionTimestamp")) {
+  if (!relay) {
     forget(key);
-    return {};  // gone or going: the garbage collector removes what it owned
+    return {};  // gone: the garbage collector removes what it owned
   }
+  if (relay->at("metadata").contains("deletionTimestamp")) {
+    return finalize(*relay, stop);
+  }
+  // Before the pause check: a resource paused and then deleted must still be held for its Drop.
+  keep_drop_finalizer(*relay, stop);
 
   if (reconciliation_paused(*relay)) {
     // Hands off: no Secret check, no render, no apply, no Job; the status still reports what

@@ -678,6 +678,19 @@ Json schema_job(const Json& relay, const RelayNames& names, const std::string& n
       container_for_job(relay, "migrate", settings, migrate_args(relay.at("spec"))));
 }
 
+// `migrate --drop` for the spec's table; --adopt makes it refuse a table the spec calls
+// someone else's that outbox_meta records as made by migrate.
+std::vector<std::string> drop_args(const Json& spec) {
+  std::vector<std::string> args = {"migrate", "--drop"};
+  for (std::string& arg : table_args(spec)) {
+    args.push_back(std::move(arg));
+  }
+  if (spec.contains("/database/columns"_json_pointer)) {
+    args.push_back("--adopt");
+  }
+  return args;
+}
+
 // The Job behind requeue_request(): every FAILED event of the table back to pending. A failed
 // try changed nothing (the requeue is one transaction), so a few more are safe. Deleted a day
 // after it ends (its log is read until then): by then its pod has answered the request in
@@ -759,6 +772,37 @@ std::string schema_job_name(const Json& relay, const RenderOptions& options) {
   }
   return relay.at("metadata").at("name").get<std::string>() + "-schema-" +
          stable_hash(signature).substr(0, 8);
+}
+
+bool drops_on_deletion(const Json& relay) {
+  return value_at<std::string>(relay, "/spec/deletionPolicy", "Retain") == "Drop";
+}
+
+bool has_drop_finalizer(const Json& relay) {
+  const Json finalizers = relay.at("metadata").value("finalizers", Json::array());
+  return std::find(finalizers.begin(), finalizers.end(), kDropFinalizer) != finalizers.end();
+}
+
+std::string drop_job_name(const Json& relay) {
+  return name_of(relay) + "-drop-" +
+         stable_hash(relay.at("metadata").value("uid", "")).substr(0, 8);
+}
+
+OwnedObject drop_job(const Json& relay, const RenderOptions& options) {
+  try {
+    const RelayNames names(name_of(relay));
+    const PodSettings pod{image_of(relay, options), options.log_level, options.log_format};
+    // Failed tries changed nothing (one transaction): a couple more are safe.
+    Json job = one_shot_job(relay, names, {drop_job_name(relay), "drop", 2, 900, 86400},
+                            container_for_job(relay, "drop", pod, drop_args(relay.at("spec"))));
+    job["metadata"].erase("ownerReferences");
+    Json& pod_spec = job["spec"]["template"]["spec"];
+    pod_spec.erase("serviceAccountName");
+    pod_spec["automountServiceAccountToken"] = false;
+    return {&owned::jobs, std::move(job)};
+  } catch (const Json::exception& e) {
+    throw InvalidSpec(std::string("the spec cannot be rendered: ") + e.what());
+  }
 }
 
 std::string requeue_token_problem(const std::string& token) {

@@ -181,6 +181,13 @@ struct Conditions {
     if (blocking_problem()) {
       return make("Reconciling", false, "Stalled", "See the Stalled condition.");
     }
+    if (in.relay.at("metadata").contains("deletionTimestamp") && has_drop_finalizer(in.relay)) {
+      return make("Reconciling", true, "Dropping",
+                  "Deleting with deletionPolicy Drop: the relays stop, then the Job " +
+                      drop_job_name(in.relay) +
+                      " removes what the operator created in the database; the resource goes "
+                      "once it succeeded.");
+    }
     if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
       return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
     }
