@@ -45,6 +45,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   }
 
   const bool rollout_queued = hold_rollout(rendered);
+  const bool schema_job_queued = hold_schema_job(*relay, rendered);
   apply_all(*relay, rendered, stop);
   answer_ended_requeue(*relay, stop);
 
@@ -52,7 +53,8 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
   // last backlog report turns stale: look again then.
-  const bool not_ready = update_status(*relay, std::nullopt, stop, rollout_queued);
+  const bool not_ready =
+      update_status(*relay, std::nullopt, stop, rollout_queued, schema_job_queued);
   std::optional<std::chrono::milliseconds> recheck;
   if (auto stale_in = backlog_report_turns_stale_in(relay->value("status", Json::object()),
                                                     std::chrono::system_clock::now())) {
@@ -61,7 +63,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   if (not_ready) {
     recheck = recheck ? std::min(*recheck, options_.not_ready_recheck) : options_.not_ready_recheck;
   }
-  if (rollout_queued) {
+  if (rollout_queued || schema_job_queued) {
     constexpr std::chrono::milliseconds kRolloutQueueRecheck{5'000};
     recheck = recheck ? std::min(*recheck, kRolloutQueueRecheck) : kRolloutQueueRecheck;
   }

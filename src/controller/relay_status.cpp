@@ -193,8 +193,10 @@ struct Conditions {
     }
     if (in.rollout_queued) {
       return make("Reconciling", true, "RolloutQueued",
-                  "The relay pods' new template waits: as many relay Deployments as the "
-                  "operator rolls at once (--max-rolling-relays) are rolling out now.");
+                  std::string(in.schema_job_queued ? "The schema Job waits"
+                                                   : "The relay pods' new template waits") +
+                      ": as many relay rollouts and schema Jobs as the operator runs at once "
+                      "(--max-rolling-relays) are under way now.");
     }
     if (!suspend && !rollout.complete) {
       return make("Reconciling", true, "RollingOut",
@@ -269,6 +271,12 @@ struct Conditions {
   Json schema_ready() const {
     const std::string& job = in.schema_job_name;
     const std::string logs = " Its pod's log says why: kubectl logs job/" + job + ".";
+    if (in.schema_job == nullptr && in.schema_job_queued) {
+      return make("SchemaReady", true, "MigrationQueued",
+                  "The table keeps the schema of the last migration; the migrate Job " + job +
+                      " for this image and spec waits for the rollout budget "
+                      "(--max-rolling-relays).");
+    }
     if (in.schema_job == nullptr) {
       return make("SchemaReady", false, "Pending", "The migrate Job " + job + " is being created.");
     }
