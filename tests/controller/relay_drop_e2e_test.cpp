@@ -193,6 +193,51 @@ TEST_F(DropE2E, DropRunsAJobBehindAFinalizerAndTheResourceGoesOnceItSucceeded) {
       << relay("orders").dump();
 }
 
+// An adopted table (Debezium's shape, spec.database.columns): the rendered Drop Job's command
+// removes the copy trigger and <table>_relay; the service's table keeps its rows, and its
+// inserts are no longer copied.
+TEST_F(DropE2E, DroppingAnAdoptedTableLeavesTheServicesTableAndItsRows) {
+  const std::string dsn = testbed::postgres_dsn();
+  const TableName table = TableName::parse(testbed::unique_name("dbz_drop"));
+  pqxx::connection conn(dsn);
+  auto insert = [&] {
+    pqxx::nontransaction(conn).exec(
+        "INSERT INTO " + table.quoted() +
+        " (id, aggregatetype, aggregateid, type, payload) VALUES (gen_random_uuid(), 'order', "
+        "'k1', 'Created', '{}')");
+  };
+  pqxx::nontransaction(conn).exec(
+      "CREATE TABLE " + table.quoted() +
+      " (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text "
+      "NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now())");
+  testing::create_secret(client, ns, "orders-db", {{"dsn", dsn}});
+  testing::ControllerProcess ctl(ns, {}, "drop-adopted-" + ns);
+  Json spec = drop_spec(table);
+  spec["database"]["columns"] = {{"createdAt", "timestamp"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return has_finalizer("orders"); }, 20s));
+  run_schema_job(dsn, "orders");
+  const TableName copy = TableName::parse(table.plain() + "_relay");
+  insert();
+  ASSERT_TRUE(table_exists(conn, copy));
+
+  testing::kubectl("-n " + ns + " delete obr orders --wait=false");
+  const std::optional<Json> job = drop_job_of(relay("orders"));
+  ASSERT_TRUE(job.has_value());
+  const auto run = outbox::testing::run_cli(dsn, command_of(*job));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("dropped trigger " + table.table() + "_relay_copy"), std::string::npos)
+      << run.output;
+  EXPECT_FALSE(table_exists(conn, copy));
+  insert();
+  EXPECT_EQ(pqxx::nontransaction(conn).exec1("SELECT count(*) FROM " + table.quoted())[0].as<int>(),
+            2)
+      << "the service's rows stay, and its inserts no longer fail or copy";
+  finish_job(job->at("/metadata/name"_json_pointer), true);
+  EXPECT_TRUE(eventually([&] { return !find(kOutboxRelays, "orders").has_value(); }, 20s));
+  pqxx::nontransaction(conn).exec("DROP TABLE " + table.quoted());
+}
+
 // Retain (the default) sets no finalizer and leaves the database as docs/install.md lists it;
 // a resource set back from Drop to Retain loses the finalizer and goes at once too.
 TEST_F(DropE2E, RetainSetsNoFinalizerAndLeavesTheTableAndItsObjects) {
