@@ -76,7 +76,10 @@ bool Controller::stop_relays(const Json& relay, std::stop_token stop) {
                             {{"spec", {{"replicas", 0}}}});
         stopped = false;
       }
-      stopped = stopped && d->value("/status/replicas"_json_pointer, 0) == 0;
+      // status.replicas leaves out pods still terminating; terminatingReplicas counts them
+      // where the apiserver reports it (absent: 0).
+      stopped = stopped && d->value("/status/replicas"_json_pointer, 0) == 0 &&
+                d->value("/status/terminatingReplicas"_json_pointer, 0) == 0;
     }
   }
   if (kube::Informer* informer = informer_for(owned::cron_jobs, ns)) {
