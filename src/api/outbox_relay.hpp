@@ -35,6 +35,11 @@ inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
 // they are) and says so in the Reconciling condition; removing it resumes.
 inline const char kPauseAnnotation[] = "outbox.dev/pause-reconciliation";
 
+// The finalizer on an OutboxRelay whose spec.deletionPolicy is Drop: its deletion waits until
+// the operator's Drop Job (`migrate --drop`) removed what the operator created in the database.
+// Removing it by hand lets the resource go without that.
+inline const char kDropFinalizer[] = "outbox.dev/drop-database-objects";
+
 // The port of the relay's /healthz, /readyz and /metrics.
 inline constexpr int kRelayPort = 8080;
 

@@ -70,6 +70,7 @@ std::vector<SpecField> make_table() {
       {"/monitoring", Json::object(), {}, {}, {}},
       {"/monitoring/stuckAfter", format_duration(d::kStuckAfter), {}, {}, {}},
       {"/suspend", false, {}, {}, {}},
+      {"/deletionPolicy", "Retain", {}, {}, {"Retain", "Drop"}},
       // spec.networkPolicy
       {"/networkPolicy/enabled", false, {}, {}, {}},
       {"/networkPolicy/egress/*/ports/*/protocol", none, {}, {}, {"TCP", "UDP", "SCTP"}},

@@ -105,8 +105,8 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
       ->capture_default_str();
 
   cmd->add_option("--max-rolling-relays", f->max_rolling_relays,
-                  "relay Deployments rolling out at once across the cluster; more wait (0: no "
-                  "limit)")
+                  "relay Deployments rolling out, and schema Jobs re-migrating a table, at once "
+                  "across the cluster; more wait (0: no limit)")
       ->envname("OUTBOX_MAX_ROLLING_RELAYS")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

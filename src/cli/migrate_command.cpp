@@ -8,6 +8,7 @@
 #include "cli/database_options.hpp"
 #include "inbox/inbox.hpp"
 #include "outbox/adopt.hpp"
+#include "outbox/drop.hpp"
 #include "outbox/schema.hpp"
 
 namespace outbox::cli {
@@ -48,12 +49,18 @@ Action add_migrate_command(CLI::App& app) {
                 "sort after the restored ones; nothing sent is sent again, nothing unsent is "
                 "lost (docs/relay.md, \"Moving the database\")")
       ->excludes("--adopt", "--mode", "--payload");
+  auto drop_table = std::make_shared<bool>(false);
+  cmd->add_flag("--drop", *drop_table,
+                "remove what migrate created for the table instead: the table and its rows, or "
+                "for an adopted one (with --adopt) only its trigger and <table>_relay, never the "
+                "table itself (the Job of an OutboxRelay deleted with deletionPolicy: Drop)")
+      ->excludes("--mode", "--payload", "--rebase");
   auto inbox_table = std::make_shared<std::string>();
   cmd->add_option("--inbox", *inbox_table,
                   "create or upgrade this consumer inbox (schema.table) and its _record and "
                   "_apply functions instead of the outbox table (docs/consuming.md)")
-      ->excludes("--adopt", "--mode", "--payload", "--rebase");
-  return [opts, options, mode, adopt_table, payload, rebase_table, inbox_table]() {
+      ->excludes("--adopt", "--mode", "--payload", "--rebase", "--drop");
+  return [opts, options, mode, adopt_table, payload, rebase_table, drop_table, inbox_table]() {
     if (!inbox_table->empty()) {
       const TableName inbox_name = TableName::parse(*inbox_table, "--inbox");
       pqxx::connection conn(opts->resolve_dsn());
@@ -66,6 +73,18 @@ Action add_migrate_command(CLI::App& app) {
       return 0;
     }
     TableName table = TableName::parse(opts->table);
+    if (*drop_table) {
+      pqxx::connection conn(opts->resolve_dsn());
+      const DropResult r = drop(conn, table, DropOptions{*adopt_table});
+      for (const auto& line : r.dropped) {
+        std::cout << "dropped " << line << "\n";
+      }
+      std::cout << table.plain() << ": "
+                << (r.dropped.empty() ? "nothing to drop (outbox_meta records no such table)"
+                                      : "dropped what migrate created")
+                << "\n";
+      return 0;
+    }
     if (*rebase_table) {
       pqxx::connection conn(opts->resolve_dsn());
       std::cout << table.plain() << ": " << rebase(conn, table).text() << "\n";

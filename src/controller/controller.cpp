@@ -171,12 +171,18 @@ kube::Informer* Controller::informer_for(const kube::Resource& resource, const s
   return it == owned_informers_.end() ? nullptr : it->second.get();
 }
 
+// The Drop Job has no ownerReference (drop_job says why): its labels name the resource.
 void Controller::enqueue_owner(const Json& owned_object) {
+  const std::string ns = owned_object.at("metadata").value("namespace", "");
   const Json refs = owned_object.at("metadata").value("ownerReferences", Json::array());
   for (const Json& ref : refs) {
     if (ref.value("kind", "") == "OutboxRelay" && ref.value("controller", false)) {
-      queue_.add(owned_object.at("metadata").value("namespace", "") + "/" + ref.value("name", ""));
+      queue_.add(ns + "/" + ref.value("name", ""));
     }
+  }
+  const Json labels = owned_object.at("metadata").value("labels", Json::object());
+  if (refs.empty() && labels.value("app.kubernetes.io/component", "") == "drop") {
+    queue_.add(ns + "/" + labels.value("app.kubernetes.io/instance", ""));
   }
 }
 

@@ -63,10 +63,11 @@ struct ControllerOptions {
   // controller-runtime's SyncPeriod): repairs what no event reports, e.g. an ownerReference
   // removed from an object that no longer maps back to its owner. Zero: never.
   std::chrono::milliseconds resync_period{600'000};
-  // At most this many relay Deployments roll out at once across everything this operator
-  // watches; a resource whose relay pod template would change while that many are rolling
-  // keeps its pods as they are (Reconciling=True RolloutQueued) and is looked at again soon.
-  // An operator upgrade that changes every relay's image then rolls the fleet in waves. New
+  // At most this many relay Deployments roll out, and schema Jobs re-migrate, at once across
+  // everything this operator watches; a resource whose relay pod template would change, or
+  // whose migrated table would be migrated again, while that many are under way keeps its pods
+  // and table as they are (Reconciling=True RolloutQueued) and is looked at again soon. An
+  // operator upgrade that changes every relay's image then rolls the fleet in waves. New
   // resources are never held. Zero: no limit.
   int max_rolling_relays = 10;
 };
@@ -138,6 +139,16 @@ class Controller {
   std::optional<Json> cached_relay(const std::string& key) const;
   kube::Informer* informer_for(const kube::Resource& resource, const std::string& ns);
 
+  // deletionPolicy: Drop (relay_finalize.cpp). Adds kDropFinalizer while the policy is Drop and
+  // removes it once it is not.
+  void keep_drop_finalizer(const Json& relay, std::stop_token stop);
+  // A resource being deleted: with the finalizer, stops its relays, runs the Drop Job and
+  // removes the finalizer once the Job succeeded (a failed one is Degraded DropFailed).
+  ReconcileResult finalize(const Json& relay, std::stop_token stop);
+  // Scales the relay Deployment to zero and suspends both CronJobs; true once no relay pod runs.
+  bool stop_relays(const Json& relay, std::stop_token stop);
+  void patch_drop_finalizer(const Json& relay, bool keep);
+
   // The Secret checks (relay_secrets.cpp). Checks that the referenced Secrets exist and records
   // their versions in `render` (the pod template's secrets-hash: a rotation rolls the pods).
   // Throws InvalidSpec when the spec names no DSN Secret.
@@ -151,11 +162,18 @@ class Controller {
   // Takes the relay Deployment out of `rendered` when applying it would start a rollout while
   // max_rolling_relays are rolling already; true when it did.
   bool hold_rollout(RenderedRelay& rendered);
+  // Takes the schema Job out of `rendered` when it would re-migrate a table already migrated
+  // (an operator upgrade's new image, a spec change) while the budget is spent; true when it
+  // did. A first migration is never held: the relays cannot run without it.
+  bool hold_schema_job(const Json& relay, RenderedRelay& rendered);
   // Relay Deployments rolling out now: as the caches show them, and those this process changed
   // whose new generation the caches do not show as rolled yet.
   int rolling_relays();
   // Keeps deployment_rollouts_ current; called by the Deployment informer's handlers.
   void observe_deployment(const Json& deployment, bool deleted);
+  // Schema Jobs that have not finished: as the caches show them, and those this process created
+  // that the caches do not show yet. They share max_rolling_relays with the rollouts.
+  int running_schema_jobs();
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
   bool delete_unwanted(const kube::Resource& resource, const std::string& ns,
@@ -164,7 +182,7 @@ class Controller {
   // The status and Events (relay_status_write.cpp). Writes the status if it changed; true
   // while the relay pods are not all ready.
   bool update_status(const Json& relay, const std::optional<Problem>& problem, std::stop_token stop,
-                     bool rollout_queued = false);
+                     bool rollout_queued = false, bool schema_job_queued = false);
   // Why the relay pods are not ready, from one list of them (see not_ready_detail).
   std::string pods_detail(const Json& relay);
   // Whether the cached `relay` shows this process's last status write (or it never wrote one).
@@ -205,7 +223,10 @@ class Controller {
     bool rolling = false;
   };
   std::map<std::string, DeploymentRollout> deployment_rollouts_;  // "ns/name" ->
-  std::mutex rollout_mu_;  // one hold_rollout at a time: the count and the start are one step
+  // "ns/name" of a schema Job this process created -> when (forgotten once the cache has it, or
+  // after a minute).
+  std::map<std::string, std::chrono::steady_clock::time_point> schema_jobs_started_;
+  std::mutex rollout_mu_;  // one hold at a time: the count and the start are one step
   // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
   std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
       secret_versions_;

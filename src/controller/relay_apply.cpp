@@ -1,6 +1,7 @@
 #include "controller/controller.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -230,12 +231,96 @@ bool Controller::hold_rollout(RenderedRelay& rendered) {
       return false;  // already one of the rolling ones: a second change joins its rollout
     }
   }
-  if (rolling_relays() >= options_.max_rolling_relays) {
+  if (rolling_relays() + running_schema_jobs() >= options_.max_rolling_relays) {
     rendered.objects.erase(it);
     return true;
   }
   std::lock_guard lock(applied_mu_);
   rollouts_started_[key] = live->at("metadata").value("generation", 0LL) + 1;
+  return false;
+}
+
+namespace {
+
+bool is_schema_job(const Json& job) {
+  return job.value("/metadata/labels/app.kubernetes.io~1component"_json_pointer, "") == "schema";
+}
+
+// Complete or Failed: the Job controller starts no more pods for it.
+bool job_finished(const Json& job) {
+  for (const Json& c : job.value("/status/conditions"_json_pointer, Json::array())) {
+    const std::string type = c.value("type", "");
+    if (c.value("status", "") == "True" && (type == "Complete" || type == "Failed")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int Controller::running_schema_jobs() {
+  std::set<std::string> cached;
+  int running = 0;
+  for (auto& [key, informer] : owned_informers_) {
+    if (key.first != owned::jobs.plural) {
+      continue;
+    }
+    for (const Json& job : informer->list()) {
+      if (is_schema_job(job)) {
+        cached.insert(kube::Informer::key_of(job));
+        running += job_finished(job) ? 0 : 1;
+      }
+    }
+  }
+  // A Job created a moment ago may not be in the cache yet; one the cache never shows within a
+  // minute was deleted at once, and no longer runs.
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(applied_mu_);
+  for (auto it = schema_jobs_started_.begin(); it != schema_jobs_started_.end();) {
+    if (cached.contains(it->first) || now - it->second > std::chrono::minutes(1)) {
+      it = schema_jobs_started_.erase(it);
+    } else {
+      ++running;
+      ++it;
+    }
+  }
+  return running;
+}
+
+bool Controller::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
+  if (options_.max_rolling_relays <= 0) {
+    return false;
+  }
+  std::lock_guard one_at_a_time(rollout_mu_);
+  auto it = std::find_if(
+      rendered.objects.begin(), rendered.objects.end(),
+      [](const OwnedObject& o) { return o.resource == &owned::jobs && is_schema_job(o.object); });
+  if (it == rendered.objects.end()) {
+    return false;
+  }
+  const std::string ns = ns_of(it->object);
+  const std::string key = ns + "/" + name_of(it->object);
+  kube::Informer* informer = informer_for(owned::jobs, ns);
+  if (informer == nullptr || informer->get(key)) {
+    return false;  // created already: a Job is never applied again
+  }
+  const Json migrated = find_condition(relay.value("status", Json::object()), "SchemaReady");
+  if (!migrated.is_object() || migrated.value("status", "") != "True") {
+    return false;  // a first migration, or one that failed: the relays wait for it
+  }
+  {
+    std::lock_guard lock(applied_mu_);
+    if (schema_jobs_started_.contains(key)) {
+      return false;
+    }
+  }
+  if (rolling_relays() + running_schema_jobs() >= options_.max_rolling_relays) {
+    rendered.objects.erase(it);
+    return true;
+  }
+  std::lock_guard lock(applied_mu_);
+  schema_jobs_started_[key] = std::chrono::steady_clock::now();
   return false;
 }
 

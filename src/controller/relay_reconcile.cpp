@@ -8,10 +8,15 @@ namespace outbox::controller {
 // with backoff, except an invalid spec, which is terminal (see TerminalError).
 ReconcileResult Controller::reconcile(const std::string& key, std::stop_token stop) {
   const std::optional<Json> relay = cached_relay(key);
-  if (!relay || relay->at("metadata").contains("deletionTimestamp")) {
+  if (!relay) {
     forget(key);
-    return {};  // gone or going: the garbage collector removes what it owned
+    return {};  // gone: the garbage collector removes what it owned
   }
+  if (relay->at("metadata").contains("deletionTimestamp")) {
+    return finalize(*relay, stop);
+  }
+  // Before the pause check: a resource paused and then deleted must still be held for its Drop.
+  keep_drop_finalizer(*relay, stop);
 
   if (reconciliation_paused(*relay)) {
     // Hands off: no Secret check, no render, no apply, no Job; the status still reports what
@@ -40,6 +45,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   }
 
   const bool rollout_queued = hold_rollout(rendered);
+  const bool schema_job_queued = hold_schema_job(*relay, rendered);
   apply_all(*relay, rendered, stop);
   answer_ended_requeue(*relay, stop);
 
@@ -47,7 +53,8 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
   // last backlog report turns stale: look again then.
-  const bool not_ready = update_status(*relay, std::nullopt, stop, rollout_queued);
+  const bool not_ready =
+      update_status(*relay, std::nullopt, stop, rollout_queued, schema_job_queued);
   std::optional<std::chrono::milliseconds> recheck;
   if (auto stale_in = backlog_report_turns_stale_in(relay->value("status", Json::object()),
                                                     std::chrono::system_clock::now())) {
@@ -56,7 +63,7 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
   if (not_ready) {
     recheck = recheck ? std::min(*recheck, options_.not_ready_recheck) : options_.not_ready_recheck;
   }
-  if (rollout_queued) {
+  if (rollout_queued || schema_job_queued) {
     constexpr std::chrono::milliseconds kRolloutQueueRecheck{5'000};
     recheck = recheck ? std::min(*recheck, kRolloutQueueRecheck) : kRolloutQueueRecheck;
   }

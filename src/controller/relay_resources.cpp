@@ -666,6 +666,19 @@ Json schema_job(const Json& relay, const OutboxRelaySpec& spec, const RelayNames
                       container_for_job(relay, spec, "migrate", settings, migrate_args(spec)));
 }
 
+// `migrate --drop` for the spec's table; --adopt makes it refuse a table the spec calls
+// someone else's that outbox_meta records as made by migrate.
+std::vector<std::string> drop_args(const OutboxRelaySpec& spec) {
+  std::vector<std::string> args = {"migrate", "--drop"};
+  for (std::string& arg : table_args(spec)) {
+    args.push_back(std::move(arg));
+  }
+  if (!spec.database.columns.is_null()) {
+    args.push_back("--adopt");
+  }
+  return args;
+}
+
 // The Job behind requeue_request(): every FAILED event of the table back to pending. A failed
 // try changed nothing (the requeue is one transaction), so a few more are safe. Deleted a day
 // after it ends (its log is read until then): by then its pod has answered the request in
@@ -782,6 +795,40 @@ std::vector<std::string> relay_args(const Json& relay, const OutboxRelaySpec& sp
 
 std::string schema_job_name(const Json& relay, const RenderOptions& options) {
   return schema_job_name(relay, spec_of(relay), options);
+}
+
+bool drops_on_deletion(const Json& relay) {
+  return value_at<std::string>(
+             relay, "/spec/deletionPolicy",
+             api::spec_field("/deletionPolicy").default_value.get<std::string>()) == "Drop";
+}
+
+bool has_drop_finalizer(const Json& relay) {
+  const Json finalizers = relay.at("metadata").value("finalizers", Json::array());
+  return std::find(finalizers.begin(), finalizers.end(), kDropFinalizer) != finalizers.end();
+}
+
+std::string drop_job_name(const Json& relay) {
+  return name_of(relay) + "-drop-" +
+         stable_hash(relay.at("metadata").value("uid", "")).substr(0, 8);
+}
+
+OwnedObject drop_job(const Json& relay, const RenderOptions& options) {
+  try {
+    const RelayNames names(name_of(relay));
+    const OutboxRelaySpec spec = spec_of(relay);
+    const PodSettings pod{image_of(spec, options), options.log_level, options.log_format};
+    // Failed tries changed nothing (one transaction): a couple more are safe.
+    Json job = one_shot_job(relay, spec, names, {drop_job_name(relay), "drop", 2, 900, 86400},
+                            container_for_job(relay, spec, "drop", pod, drop_args(spec)));
+    job["metadata"].erase("ownerReferences");
+    Json& pod_spec = job["spec"]["template"]["spec"];
+    pod_spec.erase("serviceAccountName");
+    pod_spec["automountServiceAccountToken"] = false;
+    return {&owned::jobs, std::move(job)};
+  } catch (const Json::exception& e) {
+    throw InvalidSpec(std::string("the spec cannot be rendered: ") + e.what());
+  }
 }
 
 std::string requeue_token_problem(const std::string& token) {

@@ -24,6 +24,7 @@ namespace outbox::controller {
 using Json = nlohmann::json;
 
 // The contract shared with the relay pods (api/outbox_relay.hpp), by their names here.
+using api::kDropFinalizer;
 using api::kFieldManager;
 using api::kOutboxRelays;
 using api::kPauseAnnotation;
@@ -103,6 +104,14 @@ struct RequeueRequest {
 };
 RequeueRequest requeue_request(const Json& relay);
 
+// spec.deletionPolicy is Drop: deleting the resource runs the Drop Job first (drop_job).
+bool drops_on_deletion(const Json& relay);
+// Whether metadata.finalizers holds kDropFinalizer.
+bool has_drop_finalizer(const Json& relay);
+// "<name>-drop-<hash of the resource's uid>" (at most 54 characters): one per resource, so a
+// resource created again under the same name never meets the Job of the one before.
+std::string drop_job_name(const Json& relay);
+
 // Label selector string of the relay pods (status.relay.selector, for the scale subresource).
 std::string relay_selector(const std::string& relay_name);
 
@@ -138,6 +147,14 @@ class InvalidSpec : public std::invalid_argument {
 // Renders every owned object of `relay` (an OutboxRelay as read from the apiserver, with the
 // CRD's defaults filled in), in apply order. Throws InvalidSpec for a spec it cannot render.
 RenderedRelay render_relay(const Json& relay, const RenderOptions& options);
+
+// The Drop Job of a resource being deleted with deletionPolicy Drop: `migrate --drop` for the
+// spec's table (--adopt with columns), in the relay's image with the DSN as a mounted file like
+// the schema Job. Unlike every other object it has no ownerReference, and its pod no
+// ServiceAccount token: it must outlive the owned objects that a foreground deletion removes
+// first (the relay's ServiceAccount among them), and it talks to the database only. Removed a
+// day after it ends (ttlSecondsAfterFinished). Throws InvalidSpec like render_relay.
+OwnedObject drop_job(const Json& relay, const RenderOptions& options);
 
 // A Secret the relay and compensation pods mount for Kafka: the librdkafka properties of
 // spec.kafka.configSecretRef (every key), the CA of spec.kafka.tls, the client certificate or

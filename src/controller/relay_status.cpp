@@ -191,13 +191,22 @@ struct Conditions {
     if (blocking_problem()) {
       return make("Reconciling", false, "Stalled", "See the Stalled condition.");
     }
+    if (in.relay.at("metadata").contains("deletionTimestamp") && has_drop_finalizer(in.relay)) {
+      return make("Reconciling", true, "Dropping",
+                  "Deleting with deletionPolicy Drop: the relays stop, then the Job " +
+                      drop_job_name(in.relay) +
+                      " removes what the operator created in the database; the resource goes "
+                      "once it succeeded.");
+    }
     if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
       return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
     }
     if (in.rollout_queued) {
       return make("Reconciling", true, "RolloutQueued",
-                  "The relay pods' new template waits: as many relay Deployments as the "
-                  "operator rolls at once (--max-rolling-relays) are rolling out now.");
+                  std::string(in.schema_job_queued ? "The schema Job waits"
+                                                   : "The relay pods' new template waits") +
+                      ": as many relay rollouts and schema Jobs as the operator runs at once "
+                      "(--max-rolling-relays) are under way now.");
     }
     if (!suspend && !rollout.complete) {
       return make("Reconciling", true, "RollingOut",
@@ -273,6 +282,12 @@ struct Conditions {
   Json schema_ready() const {
     const std::string& job = in.schema_job_name;
     const std::string logs = " Its pod's log says why: kubectl logs job/" + job + ".";
+    if (in.schema_job == nullptr && in.schema_job_queued) {
+      return make("SchemaReady", true, "MigrationQueued",
+                  "The table keeps the schema of the last migration; the migrate Job " + job +
+                      " for this image and spec waits for the rollout budget "
+                      "(--max-rolling-relays).");
+    }
     if (in.schema_job == nullptr) {
       return make("SchemaReady", false, "Pending", "The migrate Job " + job + " is being created.");
     }

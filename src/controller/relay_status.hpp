@@ -35,6 +35,8 @@ struct StatusInputs {
   // The relay Deployment's new pod template waits for the rollout budget
   // (ControllerOptions::max_rolling_relays).
   bool rollout_queued = false;
+  // The schema Job of schema_job_name waits for the same budget (the table was migrated before).
+  bool schema_job_queued = false;
 };
 
 // The relay's own report of why it is not ready (status.relayProblem, written by the relay pods

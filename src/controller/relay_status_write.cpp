@@ -14,7 +14,7 @@ const kube::Resource kPods{"", "v1", "pods", true};
 }  // namespace
 
 bool Controller::update_status(const Json& relay, const std::optional<Problem>& problem,
-                               std::stop_token stop, bool rollout_queued) {
+                               std::stop_token stop, bool rollout_queued, bool schema_job_queued) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   note_failed_events(relay);
@@ -36,7 +36,8 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
   auto compute = [&](const Json& observed) {
     return compute_status({observed, deployment ? &*deployment : nullptr, problem,
                            std::chrono::system_clock::now(), detail, job_name,
-                           job ? &*job : nullptr, rollout_queued});
+                           job ? &*job : nullptr, rollout_queued || schema_job_queued,
+                           schema_job_queued});
   };
   Json desired = compute(relay);
   if (relays_not_ready(desired) && deployment &&

@@ -494,6 +494,48 @@ std::vector<Json> requeue_jobs(const RenderedRelay& r) {
 
 // A token is passed to the Job as one argument and names it through its hash: only 1 to 63
 // characters of A-Z a-z 0-9 : . _ + - pass; nothing Kubernetes or a shell would expand.
+// deletionPolicy: Drop. The Job runs `migrate --drop` with the DSN as a file, and has no owner
+// and no API token: it outlives owned objects a foreground deletion removes first.
+TEST(RenderRelay, TheDropJobMigratesDropWithTheDsnFileAndNoOwnerOrToken) {
+  const Json adopted = relay({{"database",
+                               {{"manageSchema", true},
+                                {"table", "public.outbox"},
+                                {"columns", {{"createdAt", "timestamp"}}}}},
+                              {"deletionPolicy", "Drop"}});
+  EXPECT_TRUE(drops_on_deletion(adopted));
+  EXPECT_FALSE(drops_on_deletion(relay()));
+  EXPECT_FALSE(drops_on_deletion(relay({{"deletionPolicy", "Retain"}})));
+  const OwnedObject job = drop_job(adopted, RenderOptions{"img:1", ""});
+  EXPECT_EQ(job.resource, &owned::jobs);
+  const Json& o = job.object;
+  EXPECT_EQ(o.at("/metadata/name"_json_pointer), drop_job_name(adopted));
+  EXPECT_EQ(drop_job_name(adopted).rfind("orders-drop-", 0), 0u);
+  EXPECT_LE(drop_job_name(adopted).size(), 57u);
+  Json other = adopted;
+  other["metadata"]["uid"] = "u-2";
+  EXPECT_NE(drop_job_name(other), drop_job_name(adopted)) << "a new resource, a new Job";
+  EXPECT_FALSE(o.at("metadata").contains("ownerReferences"));
+  EXPECT_EQ(o.at("/metadata/labels/app.kubernetes.io~1instance"_json_pointer), "orders");
+  EXPECT_EQ(o.at("/metadata/labels/app.kubernetes.io~1component"_json_pointer), "drop");
+  const Json& pod = o.at("/spec/template/spec"_json_pointer);
+  EXPECT_FALSE(pod.contains("serviceAccountName"));
+  EXPECT_EQ(pod.at("automountServiceAccountToken"), false);
+  EXPECT_EQ(pod.at("restartPolicy"), "Never");
+  const Json& c = pod.at("/containers/0"_json_pointer);
+  EXPECT_EQ(c.at("args"),
+            Json::array({"migrate", "--drop", "--table=public.outbox", "--column=eventId=id",
+                         "--column=bizType=aggregatetype", "--column=bizId=aggregateid",
+                         "--column=payload=payload", "--column=createdAt=timestamp", "--adopt"}));
+  EXPECT_EQ(c.at("/env/0"_json_pointer),
+            Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/dsn"}}));
+  EXPECT_EQ(c.at("/volumeMounts/1/mountPath"_json_pointer), "/etc/outbox/database");
+  EXPECT_EQ(o.at("/spec/ttlSecondsAfterFinished"_json_pointer), 86400);
+  // Never among the objects a live resource renders.
+  for (const auto& rendered : render_relay(adopted, RenderOptions{"img:1", ""}).objects) {
+    EXPECT_NE(rendered.object.at("/metadata/name"_json_pointer), drop_job_name(adopted));
+  }
+}
+
 TEST(RenderRelay, RequeueTokensAreShortAndPlain) {
   const std::vector<std::string> good = {"2026-12-04T10:00:00Z", "1733306400", "a", "v1.2_3+4-5:6",
                                          std::string(63, 'x')};

@@ -52,6 +52,25 @@ TEST(RelayStatus, SchemaReadyFollowsTheMigrateJob) {
                   .is_null());
 }
 
+// A re-migration held by the rollout budget: the table keeps its last migration (SchemaReady
+// stays True, MigrationQueued) and Reconciling says the schema Job waits.
+TEST(RelayStatus, AQueuedSchemaJobKeepsSchemaReadyAndIsRolloutQueued) {
+  const Json r = relay({{"database", {{"manageSchema", true}}}});
+  StatusInputs in{r,  nullptr,           std::nullopt, std::chrono::system_clock::now(),
+                  "", "orders-schema-2", nullptr};
+  in.rollout_queued = true;
+  in.schema_job_queued = true;
+  const Json status = compute_status(in);
+  EXPECT_EQ(find_condition(status, "SchemaReady").at("status"), "True");
+  EXPECT_EQ(find_condition(status, "SchemaReady").at("reason"), "MigrationQueued");
+  EXPECT_EQ(find_condition(status, "Reconciling").at("reason"), "RolloutQueued");
+  EXPECT_NE(find_condition(status, "Reconciling")
+                .at("message")
+                .get<std::string>()
+                .find("The schema Job waits"),
+            std::string::npos);
+}
+
 TEST(RelayStatus, JobFailedFollowsTheLastRunsTheJobsReported) {
   auto now = std::chrono::system_clock::now();
   Json r = relay();

@@ -141,6 +141,36 @@ out=$(as_sa create service clusterip orders-probe -n "$work" --tcp=8080:8080 --d
 out=$(as_sa delete service orders-probe -n "$work" 2>&1) &&
   pass "and deleted (the policy reads a delete's oldObject)" || fail "the operator could not delete its own Service: $out"
 
+# The Drop Job of a deleted OutboxRelay has no owner (deletionPolicy Drop): allowed as a Job
+# labelled component=drop, named <instance>-drop-..., without a ServiceAccount token; not with one.
+drop_job() { # drop_job NAME AUTOMOUNT
+  cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  namespace: $work
+  labels: {app.kubernetes.io/managed-by: outbox-operator, app.kubernetes.io/instance: orders, app.kubernetes.io/component: drop}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      automountServiceAccountToken: $2
+      containers: [{name: drop, image: "bench:1", args: ["migrate", "--drop"]}]
+YAML
+}
+out=$(drop_job orders-drop-1a2b3c4d false | as_sa create --dry-run=server -f - 2>&1) &&
+  pass "the unowned Drop Job (component=drop, no token) is created" ||
+  fail "the operator could not create its Drop Job: $out"
+out=$(drop_job orders-drop-1a2b3c4d true | as_sa create --dry-run=server -f - 2>&1) &&
+  fail "the operator created an unowned Job that mounts a ServiceAccount token" ||
+  expect_contains "an unowned drop Job with a ServiceAccount token is refused" "$out" \
+    "may write only objects an OutboxRelay controls"
+out=$(drop_job other-drop-1a2b3c4d false | as_sa create --dry-run=server -f - 2>&1) &&
+  fail "the operator created an unowned Job named after another instance" ||
+  expect_contains "an unowned drop Job not named after its instance is refused" "$out" \
+    "may write only objects an OutboxRelay controls"
+
 # No take-over: an object someone else created stays theirs, even under a name the operator uses.
 deployment orders-other "$work" | kubectl apply -f - >/dev/null
 out=$(deployment orders-other "$work" "$uid" | apply_as_sa) &&

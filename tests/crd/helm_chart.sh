@@ -252,7 +252,7 @@ events.events.k8s.io|[]|[create patch]
 events|[]|[create patch]
 outboxrelays.outbox.dev/finalizers|[]|[update]
 outboxrelays.outbox.dev/status|[]|[get update patch]
-outboxrelays.outbox.dev|[]|[get list watch]
+outboxrelays.outbox.dev|[]|[get list watch patch]
 poddisruptionbudgets.policy|[]|[get list watch create patch delete]
 pods|[]|[list]
 rolebindings.rbac.authorization.k8s.io|[]|[get list watch create patch]
@@ -277,6 +277,7 @@ can yes list outboxrelays.outbox.dev --all-namespaces
 can yes watch outboxrelays.outbox.dev --all-namespaces
 can yes patch outboxrelays.outbox.dev --subresource=status -n "$work_ns"
 can yes update outboxrelays.outbox.dev --subresource=finalizers -n "$work_ns"
+can yes patch outboxrelays.outbox.dev -n "$work_ns"
 can no update outboxrelays.outbox.dev -n "$work_ns"
 can no delete outboxrelays.outbox.dev -n "$work_ns"
 can yes patch deployments.apps -n "$work_ns"
