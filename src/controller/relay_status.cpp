@@ -309,11 +309,13 @@ struct Conditions {
                   "The last compensation, cleanup, requeue and replay runs did not fail (or have "
                   "not run yet).");
     }
-    return make("JobFailed", true, failed_jobs + "Failed",
-                failed_messages + "See the Job's logs; the next run that succeeds clears this " +
-                    (failed_jobs.ends_with("Requeue") || failed_jobs.ends_with("Replay")
-                         ? "condition (a requeue or replay runs again for a new request token)."
-                         : "condition."));
+    return make(
+        "JobFailed", true, failed_jobs + "Failed",
+        failed_messages + "See the Job's logs; the next run that succeeds clears this " +
+            (failed_jobs.ends_with("Requeue") || failed_jobs.ends_with("Replay")
+                 ? "condition (a requeue or replay runs again for a new request token: set a new "
+                   "outbox.dev/requeue-failed value, or kubectl outbox requeue|replay)."
+                 : "condition."));
   }
 
   const StatusInputs& in;
