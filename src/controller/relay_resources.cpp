@@ -942,6 +942,20 @@ ChangeRequest change_request(const Json& relay, const ChangeKind& kind) {
       return refuse("the value is longer than " + std::to_string(kMaxAnnotationValue) +
                     " characters");
     }
+    // Backslashes would let a key be spelt another way ("\u0072equestedBy") and a second
+    // "requestedBy" hide behind the first: the admission policy that checks the requester
+    // (examples/oncall/requester-policy.yaml) reads the text as written, not as parsed.
+    if (text.find('\\') != std::string::npos) {
+      return refuse("the value has a backslash (no selector needs one)");
+    }
+    std::size_t named = 0;
+    for (std::size_t at = text.find("\"requestedBy\""); at != std::string::npos;
+         at = text.find("\"requestedBy\"", at + 1)) {
+      ++named;
+    }
+    if (named > 1) {
+      return refuse("\"requestedBy\" is given more than once");
+    }
     const Json v = Json::parse(text, nullptr, false);
     if (v.is_discarded() || !v.is_object()) {
       return refuse(

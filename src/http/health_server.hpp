@@ -24,8 +24,8 @@ struct Request {
 
 // A route whose handler may take a while (a database query): it runs on a worker thread of its
 // own, one request at a time, so the probes on the other routes never wait behind it. At most
-// `max_waiting` requests wait for the worker; more are answered 429 at once, so a client that
-// loops cannot pile work up behind it.
+// `max_waiting` requests are in hand (the one running and those waiting for the worker); more
+// are answered 429 at once, so a client that loops cannot pile work up behind it.
 struct SlowRoute {
   std::function<Response(const Request&)> handler;
   std::size_t max_waiting = 4;

@@ -418,8 +418,10 @@ TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
       answer = kubectl("auth can-i " + check + as);
     } catch (const std::runtime_error& e) {
       answer = e.what();  // `no` exits 1
+      answer = answer.substr(answer.rfind("failed: ") + 8);
     }
-    EXPECT_NE(answer.find(allowed ? "yes" : "no"), std::string::npos)
+    answer = answer.substr(0, answer.find_first_of(" \n"));
+    EXPECT_EQ(answer, allowed ? "yes" : "no")
         << check << " should be " << (allowed ? "allowed" : "refused") << ": " << answer;
   }
   const std::vector<std::string> relay_pods = ready_pods(r.ns, r.relay_selector());
@@ -453,6 +455,39 @@ TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
   const std::string inspected = kubectl_outbox("inspect " + r.name + as + " -- --json --top 2");
   EXPECT_EQ(Json::parse(inspected).at("failed"), 3) << inspected;
   EXPECT_EQ(Json::parse(inspected).at("lastErrors").size(), 2u) << inspected;
+
+  // With the optional requester policy (examples/oncall/requester-policy.yaml, bound here to
+  // this namespace only) the API server refuses a request that names someone else; the
+  // plugin's requests, naming the user the API server authenticated, pass.
+  kubectl("apply -f " + std::string(OUTBOX_SOURCE_DIR) +
+          "/examples/oncall/requester-policy.yaml -l "
+          "app.kubernetes.io/component=requester-policy");
+  apply(
+      {{"apiVersion", "admissionregistration.k8s.io/v1"},
+       {"kind", "ValidatingAdmissionPolicyBinding"},
+       {"metadata", {{"name", "outbox-requester-" + r.ns}}},
+       {"spec",
+        {{"policyName", "outbox-requester"},
+         {"validationActions", {"Deny"}},
+         {"matchResources",
+          {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", r.ns}}}}}}}}}});
+  const std::string forged =
+      "outbox.dev/replay={\"request\":\"forged-1\",\"requestedBy\":\"admin\","
+      "\"fromId\":1,\"toId\":2}";
+  std::string refusal;
+  EXPECT_TRUE(eventually(
+      [&] {
+        try {
+          kubectl("annotate obr " + r.name + as + " --overwrite '" + forged + "'");
+          kubectl("-n " + r.ns + " annotate obr " + r.name + " outbox.dev/replay-");
+          return false;
+        } catch (const std::runtime_error& e) {
+          refusal = e.what();
+          return refusal.find("must be the user making this change") != std::string::npos;
+        }
+      },
+      30s))
+      << refusal;
 
   const std::string requeued = kubectl_outbox("requeue " + r.name + as + " -- --all");
   EXPECT_NE(requeued.find("requeued 3 event(s)"), std::string::npos) << requeued;
@@ -489,6 +524,7 @@ TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
   EXPECT_NE(shown.find("ReplayRequested"), std::string::npos) << shown;
   EXPECT_NE(shown.find("lastReplay: "), std::string::npos) << shown;
   EXPECT_THROW(kubectl_outbox("status no-such-relay" + as), std::runtime_error);
+  kubectl("delete validatingadmissionpolicybinding outbox-requester-" + r.ns);
 }
 
 // The GitOps path: the outbox.dev/requeue-failed annotation runs a Job in the relay's image

@@ -579,8 +579,14 @@ TEST(RenderRelay, ReplayRequestsAreBoundedAndValidatedBeforeAnyJob) {
       {"{\"request\": \"t\", \"fromId\": 9, \"toId\": 3}", "above toId"},
       {"{\"request\": \"t\", \"fromId\": -1, \"toId\": 3}", "0 or more"},
       {"{\"request\": \"t\", \"evenIds\": [\"" + id + "\"]}", "unknown key"},
-      {"{\"request\": \"t\", \"requestedBy\": \"a\\nb\", \"eventIds\": [\"" + id + "\"]}",
+      {"{\"request\": \"t\", \"requestedBy\": \"a`b\", \"eventIds\": [\"" + id + "\"]}",
        "requestedBy"},
+      {"{\"request\": \"t\", \"requestedBy\": \"a\", \"requestedBy\": \"b\", \"fromId\": 1, "
+       "\"toId\": 2}",
+       "more than once"},
+      {"{\"request\": \"t\", \"requestedBy\": \"a\", \"\\u0072equestedBy\": \"b\", \"fromId\": 1, "
+       "\"toId\": 2}",
+       "backslash"},
       {"{\"request\": \"t\", \"fromId\": 1, \"toId\": 2, \"pad\": \"" + std::string(9000, 'x') +
            "\"}",
        "longer than"},
