@@ -471,9 +471,10 @@ TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
          {"validationActions", {"Deny"}},
          {"matchResources",
           {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", r.ns}}}}}}}}}});
+  // A UUID no event has: if the policy is not in force yet, the request changes nothing.
   const std::string forged =
       "outbox.dev/replay={\"request\":\"forged-1\",\"requestedBy\":\"admin\","
-      "\"fromId\":1,\"toId\":2}";
+      "\"eventIds\":[\"00000000-0000-4000-8000-000000000000\"]}";
   std::string refusal;
   EXPECT_TRUE(eventually(
       [&] {
@@ -512,9 +513,10 @@ TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
   // Who asked: the Events name the ServiceAccount the API server authenticated.
   const std::string user = "system:serviceaccount:" + r.ns + ":oncall";
   const std::string events = kubectl("-n " + r.ns + " get events -o json");
+  const Json listed = Json::parse(events);  // named: a range-for over a temporary's member dangles
   for (const std::string reason : {"RequeueRequested", "ReplayRequested"}) {
     bool named = false;
-    for (const Json& e : Json::parse(events).at("items")) {
+    for (const Json& e : listed.at("items")) {
       named = named || (e.value("reason", "") == reason &&
                         e.value("message", "").find("requested by " + user) != std::string::npos);
     }
