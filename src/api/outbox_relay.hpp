@@ -28,7 +28,15 @@ inline const char kRelayProblemFieldManager[] = "outbox-relay-problem";
 // The annotation a GitOps user sets on an OutboxRelay to requeue every FAILED event. Its value
 // is an opaque request token (a timestamp by convention): each new value runs one requeue Job,
 // which writes it back as status.lastRequeue.request.
+// The value may also be a JSON object that selects the events and names the requester, as the
+// replay annotation's (`kubectl outbox requeue` writes that form).
 inline const char kRequeueAnnotation[] = "outbox.dev/requeue-failed";
+
+// The annotation that asks for a replay of sent events: a JSON object with a request token
+// ("request"), the selectors (eventIds, bizType, from, to, fromId, toId) and who asks
+// ("requestedBy"). Each new token runs one replay Job, which writes it back as
+// status.lastReplay.request.
+inline const char kReplayAnnotation[] = "outbox.dev/replay";
 
 // The annotation that holds one OutboxRelay still: while its value is "true" the operator
 // creates, changes and deletes none of the resource's objects (the relays keep running as

@@ -102,20 +102,24 @@ ChangeReport run_change(const SelectionOptions& o, ChangeFn change) {
   return change(conn, table, s, o.dry_run);
 }
 
-// The Job of an outbox.dev/requeue-failed request runs `requeue --all --request=<token>
-// --report-status=<ns>/<name>`; the token it writes back as status.lastRequeue.request tells
-// the operator that the request was answered.
-struct RequeueOptions {
+// The Job of an outbox.dev/requeue-failed (outbox.dev/replay) request runs `requeue` (`replay`)
+// with the request's selectors, --request=<token> and --report-status=<ns>/<name>; the token it
+// writes back as status.lastRequeue.request (status.lastReplay.request) tells the operator that
+// the request was answered.
+struct ChangeRunOptions {
+  explicit ChangeRunOptions(const controller::ChangeKind& kind) : kind(kind) {}
+  const controller::ChangeKind& kind;
   SelectionOptions select;
   controller::JobRun run;
   StatusTarget status;
 
-  void add_to(CLI::App& cmd) {
-    select.add_to(cmd, "every FAILED event");
-    status.add_to(cmd, controller::kLastRequeueField);
+  void add_to(CLI::App& cmd, const char* all_help) {
+    select.add_to(cmd, all_help);
+    status.add_to(cmd, kind.field);
     cmd.add_option("--request", run.request,
-                   "the request token (the outbox.dev/requeue-failed annotation's value) this "
-                   "run answers, written as status.lastRequeue.request")
+                   std::string("the request token (of the ") + kind.annotation +
+                       " annotation) this run answers, written as status." + kind.field +
+                       ".request")
         ->check([](const std::string& token) { return controller::requeue_token_problem(token); })
         ->needs(cmd.get_option("--report-status"));
     // A dry run changes nothing, so it answers no request and reports no run.
@@ -124,57 +128,59 @@ struct RequeueOptions {
 
   void report_done(const ChangeReport& r) {
     run.succeeded = true;
-    run.counts = {{"requeued", static_cast<std::int64_t>(r.event_ids.size())}};
+    run.counts = {{kind.count, static_cast<std::int64_t>(r.event_ids.size())}};
     run.message.clear();
     report();
   }
 
-  // The requeue is one transaction, but a connection lost at commit leaves open whether it
+  // The change is one transaction, but a connection lost at commit leaves open whether it
   // happened: a failed run's count is unknown.
   void report_failed(const std::string& error) {
     run.succeeded = false;
-    run.counts = {{"requeued", std::nullopt}};
-    run.message = "requeue failed: " + error;
+    run.counts = {{kind.count, std::nullopt}};
+    run.message = std::string(kind.verb) + " failed: " + error;
     report();
   }
 
  private:
   void report() {
-    run.field = controller::kLastRequeueField;
+    run.field = kind.field;
     run.finished = std::chrono::system_clock::now();
     status.report(run);
   }
 };
 
-}  // namespace
-
-Action add_requeue_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
-  auto o = std::make_shared<RequeueOptions>();
-  o->add_to(*cmd);
-  return [o]() {
+Action change_action(std::shared_ptr<ChangeRunOptions> o, ChangeFn change, const char* verb,
+                     const char* verb_past) {
+  return [o, change, verb, verb_past]() {
     ChangeReport r;
     try {
-      r = run_change(o->select, requeue_failed);
+      r = run_change(o->select, change);
     } catch (const std::exception& e) {
       o->report_failed(e.what());
       throw;
     }
-    std::cout << r.text("requeue", "requeued") << std::endl;
+    std::cout << r.text(verb, verb_past) << std::endl;
     o->report_done(r);
     return 0;
   };
 }
 
+}  // namespace
+
+Action add_requeue_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("requeue", "move FAILED events back to pending");
+  auto o = std::make_shared<ChangeRunOptions>(controller::kRequeueKind);
+  o->add_to(*cmd, "every FAILED event");
+  return change_action(o, requeue_failed, "requeue", "requeued");
+}
+
 Action add_replay_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("replay", "publish sent events again (consumers dedupe on event_id)");
-  auto o = std::make_shared<SelectionOptions>();
+  auto o = std::make_shared<ChangeRunOptions>(controller::kReplayKind);
   o->add_to(*cmd, nullptr);
-  return [o]() {
-    std::cout << run_change(*o, replay_sent).text("replay", "replayed") << std::endl;
-    return 0;
-  };
+  return change_action(o, replay_sent, "replay", "replayed");
 }
 
 }  // namespace outbox::cli

@@ -7,6 +7,7 @@
 #include "api/defaults.hpp"
 #include "cli/app.hpp"
 #include "cli/database_options.hpp"
+#include "cli/inspect_endpoint.hpp"
 #include "cli/listen_address.hpp"
 #include "cli/publish_options.hpp"
 #include "cli/signals.hpp"
@@ -90,7 +91,8 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
 }
 
 std::unique_ptr<http::HealthServer> serve_health(const ListenAddress& at, relay::Relay& relay,
-                                                 metrics::Registry& registry) {
+                                                 metrics::Registry& registry,
+                                                 InspectEndpoint& inspect) {
   auto server = std::make_unique<http::HealthServer>(
       at.address, at.port,
       std::map<std::string, http::HealthServer::Handler>{
@@ -108,10 +110,14 @@ std::unique_ptr<http::HealthServer> serve_health(const ListenAddress& at, relay:
                                    : problem.empty() ? "starting\n"
                                                      : problem + "\n"};
            }},
-          {"/metrics", [&registry] {
+          {"/metrics",
+           [&registry] {
              return http::Response{200, "text/plain; version=0.0.4", registry.render()};
-           }}});
-  spdlog::info("relay serving /healthz, /readyz, /metrics on {}:{}", at.address, server->port());
+           }}},
+      std::map<std::string, http::SlowRoute>{
+          {"/inspect", {[&inspect](const http::Request& r) { return inspect.handle(r); }}}});
+  spdlog::info("relay serving /healthz, /readyz, /metrics, /inspect on {}:{}", at.address,
+               server->port());
   return server;
 }
 
@@ -159,7 +165,9 @@ Action add_relay_command(CLI::App& app) {
     const std::stop_token stop = install_stop_signals();
     metrics::Registry registry;
     relay::Relay relay(config, registry);
-    auto server = serve_health(listen, relay, registry);
+    InspectEndpoint inspect(
+        {[o] { return o->db.resolve_dsn(); }, TableName::parse(config.table), config.columns});
+    auto server = serve_health(listen, relay, registry, inspect);
     StatusReport status = report_status(*o, relay);
     relay.run(stop);
     return 0;

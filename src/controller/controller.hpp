@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -195,8 +196,12 @@ class Controller {
   // What the status writer remembers of a resource ("ns/name") that is gone or going.
   void forget(const std::string& key);
   void clear_relay_problem(const Json& relay, bool not_ready);
-  // Writes status.lastRequeue for a requeue Job that ended without its pod writing it.
+  // Writes status.lastRequeue (lastReplay) for a requeue (replay) Job that ended without its
+  // pod writing it.
   void answer_ended_requeue(const Json& relay, std::stop_token stop);
+  // Records a <Kind>Requested Event for each request whose Job was not in `existing`.
+  void announce_requests(const Json& relay, const std::set<std::string>& existing);
+  std::set<std::string> existing_request_jobs(const Json& relay);
 
   kube::Client& client_;
   ControllerOptions options_;
@@ -216,6 +221,7 @@ class Controller {
   std::map<std::string, Applied> applied_;             // "plural/ns/name" -> what we last applied
   std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
   std::map<std::string, long long> failed_seen_;       // "ns/name" -> status.backlog.failed
+  std::set<std::string> announced_;  // "ns/job" of requests whose Event was recorded
   std::map<std::string, long long> rollouts_started_;  // "ns/name" of a Deployment -> generation
   // Every relay Deployment in the caches: its generation and whether it is rolling out.
   struct DeploymentRollout {

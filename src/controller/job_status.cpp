@@ -35,6 +35,11 @@ Json job_status_patch(const JobRun& run) {
 }
 
 std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& token) {
+  return ended_change_run(job, kRequeueKind, token);
+}
+
+std::optional<JobRun> ended_change_run(const Json& job, const ChangeKind& kind,
+                                       const std::string& token) {
   const std::string name = job.at("metadata").value("name", "");
   const std::string logs = "kubectl logs job/" + name;
   for (const Json& c : job.value("/status/conditions"_json_pointer, Json::array())) {
@@ -43,17 +48,17 @@ std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& toke
       continue;
     }
     JobRun run;
-    run.field = kLastRequeueField;
+    run.field = kind.field;
     run.request = token;
     run.succeeded = type == "Complete";
-    run.counts = {{"requeued", std::nullopt}};
+    run.counts = {{kind.count, std::nullopt}};
     run.message = run.succeeded
                       ? "The Job " + name + " completed, but its pod's report did not arrive, " +
                             "so the count is unknown (" + logs + " has it)."
                       : "The Job " + name + " failed before its pod reported (" +
                             c.value("reason", "") + ": " + c.value("message", "") + "); " + logs +
-                            " may say why. Set a new " + kRequeueAnnotation +
-                            " value to run it again.";
+                            " may say why. Set a new " + kind.annotation +
+                            " request token to run it again.";
     run.finished =
         parse_time(c.value("lastTransitionTime", "")).value_or(std::chrono::system_clock::now());
     return run;

@@ -21,15 +21,18 @@ using Json = nlohmann::json;
 inline const char kLastCompensationField[] = "lastCompensation";
 inline const char kLastCleanupField[] = "lastCleanup";
 inline const char kLastRequeueField[] = "lastRequeue";
+inline const char kLastReplayField[] = "lastReplay";
 
 struct JobRun {
-  std::string field;  // kLastCompensationField, kLastCleanupField or kLastRequeueField
+  // kLastCompensationField, kLastCleanupField, kLastRequeueField or kLastReplayField
+  std::string field;
   bool succeeded = true;
   // Named counts, e.g. {"resent", 3}. nullopt (a run that failed before it could count) is
   // sent as null, which removes the count a previous run left.
   std::vector<std::pair<std::string, std::optional<std::int64_t>>> counts;
   std::string message;  // why it failed, or a note; empty: the field is removed
-  std::string request;  // lastRequeue: the request token the run answers; empty: not sent
+  // lastRequeue, lastReplay: the request token the run answers; empty: not sent
+  std::string request;
   std::chrono::system_clock::time_point finished = std::chrono::system_clock::now();
 };
 
@@ -38,9 +41,14 @@ struct JobRun {
 // one a previous failed run left.
 Json job_status_patch(const JobRun& run);
 
-// The operator's answer for a requeue Job (`job`, as read from the apiserver) that ended without
-// its pod writing one (the pod could not start, ran past the Job's deadline, or its report was
-// refused): the Job's outcome, no count, `token` as the request. nullopt while the Job runs.
+struct ChangeKind;
+
+// The operator's answer for a requeue or replay Job (`job`, as read from the apiserver) that
+// ended without its pod writing one (the pod could not start, ran past the Job's deadline, or
+// its report was refused): the Job's outcome, no count, `token` as the request. nullopt while
+// the Job runs.
+std::optional<JobRun> ended_change_run(const Json& job, const ChangeKind& kind,
+                                       const std::string& token);
 std::optional<JobRun> ended_requeue_run(const Json& job, const std::string& token);
 
 // Patches the status of OutboxRelay ns/name with `run`. Never throws: a failure (no kubeconfig,

@@ -46,7 +46,9 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
 
   const bool rollout_queued = hold_rollout(rendered);
   const bool schema_job_queued = hold_schema_job(*relay, rendered);
+  const std::set<std::string> request_jobs = existing_request_jobs(*relay);
   apply_all(*relay, rendered, stop);
+  announce_requests(*relay, request_jobs);
   answer_ended_requeue(*relay, stop);
 
   // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash

@@ -154,8 +154,10 @@ struct Conditions {
         return Problem{"MigrationFailed", s.at("message")};
       }
     }
-    if (const std::string refused = requeue_request(in.relay).problem; !refused.empty()) {
-      return Problem{"InvalidAnnotation", refused};
+    for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
+      if (const std::string refused = change_request(in.relay, *kind).problem; !refused.empty()) {
+        return Problem{"InvalidAnnotation", refused};
+      }
     }
     return std::nullopt;
   }
@@ -320,7 +322,7 @@ struct Conditions {
     std::string failed_messages;
     for (const auto& [field, job] :
          {std::pair{"lastCompensation", "Compensation"}, std::pair{"lastCleanup", "Cleanup"},
-          std::pair{"lastRequeue", "Requeue"}}) {
+          std::pair{"lastRequeue", "Requeue"}, std::pair{"lastReplay", "Replay"}}) {
       const Json run = current.value(field, Json::object());
       if (run.is_object() && run.value("outcome", "") == "Failed") {
         failed_jobs += job;
@@ -330,14 +332,16 @@ struct Conditions {
     }
     if (failed_jobs.empty()) {
       return make("JobFailed", false, "NoFailedRun",
-                  "The last compensation, cleanup and requeue runs did not fail (or have not run "
-                  "yet).");
+                  "The last compensation, cleanup, requeue and replay runs did not fail (or have "
+                  "not run yet).");
     }
-    return make("JobFailed", true, failed_jobs + "Failed",
-                failed_messages + "See the Job's logs; the next run that succeeds clears this " +
-                    (failed_jobs.ends_with("Requeue") ? "condition (a requeue runs again for a new "
-                                                        "outbox.dev/requeue-failed value)."
-                                                      : "condition."));
+    return make(
+        "JobFailed", true, failed_jobs + "Failed",
+        failed_messages + "See the Job's logs; the next run that succeeds clears this " +
+            (failed_jobs.ends_with("Requeue") || failed_jobs.ends_with("Replay")
+                 ? "condition (a requeue or replay runs again for a new request token: set a new "
+                   "outbox.dev/requeue-failed value, or kubectl outbox requeue|replay)."
+                 : "condition."));
   }
 
   const StatusInputs& in;

@@ -1,5 +1,7 @@
 #include "controller/controller.hpp"
 
+#include <set>
+
 #include <spdlog/spdlog.h>
 
 #include "controller/job_status.hpp"
@@ -108,33 +110,108 @@ void Controller::write_status(const Json& relay, const Json& desired, const Json
   }
 }
 
-// A requeue Job whose pod never wrote status.lastRequeue (it could not start, ran past the
-// deadline, or its report was refused) leaves the request unanswered, and the Job's deletion
+// A requeue or replay Job whose pod never wrote its status field (it could not start, ran past
+// the deadline, or its report was refused) leaves the request unanswered, and the Job's deletion
 // after ttlSecondsAfterFinished would run it again. So once the Job has ended, the operator
-// answers for it (ended_requeue_run): a merge patch of that one field, as the pod's own. The
+// answers for it (ended_change_run): a merge patch of that one field, as the pod's own. The
 // live object is read first: the pod's report comes before the Job ends, but its watch event
 // may come after.
 void Controller::answer_ended_requeue(const Json& relay, std::stop_token stop) {
-  const RequeueRequest request = requeue_request(relay);
   const std::string ns = ns_of(relay);
   kube::Informer* jobs = informer_for(owned::jobs, ns);
-  if (request.job.empty() || jobs == nullptr) {
+  if (jobs == nullptr) {
     return;
   }
-  const std::optional<Json> job = jobs->get(ns + "/" + request.job);
-  const std::optional<JobRun> run = job ? ended_requeue_run(*job, request.token) : std::nullopt;
-  if (!run) {
-    return;
+  for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
+    const ChangeRequest request = change_request(relay, *kind);
+    if (request.job.empty()) {
+      continue;
+    }
+    const std::optional<Json> job = jobs->get(ns + "/" + request.job);
+    const std::optional<JobRun> run =
+        job ? ended_change_run(*job, *kind, request.token) : std::nullopt;
+    if (!run) {
+      continue;
+    }
+    const Json live = client_.get(kOutboxRelays, ns, name_of(relay));
+    if (change_request(live, *kind).job != request.job) {
+      continue;  // answered by the pod after all, or another request replaced it
+    }
+    throw_if_stopped(stop);
+    client_.merge_patch(kOutboxRelays, ns, name_of(relay), job_status_patch(*run), "status");
+    status_writes_.inc();
+    spdlog::info("answered {} request {} of {}/{} for Job {}, which ended without a report",
+                 kind->verb, request.token, ns, name_of(relay), request.job);
   }
-  const Json live = client_.get(kOutboxRelays, ns, name_of(relay));
-  if (requeue_request(live).job != request.job) {
-    return;  // answered by the pod after all, or another request replaced it
+}
+
+// The field manager that last set `annotation` on the live object, from its managedFields: what
+// the API server records of a change (the client's --field-manager), not who made it.
+std::string annotation_manager(const Json& live, const std::string& annotation) {
+  for (const Json& entry : live.at("metadata").value("managedFields", Json::array())) {
+    const Json fields = entry.value("fieldsV1", Json::object());
+    if (fields.contains("f:metadata") && fields.at("f:metadata").contains("f:annotations") &&
+        fields.at("f:metadata").at("f:annotations").contains("f:" + annotation)) {
+      return entry.value("manager", "");
+    }
   }
-  throw_if_stopped(stop);
-  client_.merge_patch(kOutboxRelays, ns, name_of(relay), job_status_patch(*run), "status");
-  status_writes_.inc();
-  spdlog::info("answered requeue request {} of {}/{} for Job {}, which ended without a report",
-               request.token, ns, name_of(relay), request.job);
+  return "";
+}
+
+// An Event on the OutboxRelay for each requeue or replay request whose Job this pass created:
+// what was asked, by whom the annotation says (a client-supplied name the API server does not
+// check; see docs/install.md, on-call), with which field manager the API server recorded the
+// change, and which Job carries it out. `existing` says which Jobs the cache held before the
+// pass applied anything, so a Job already there (a request seen before, by this process or an
+// earlier leader) announces nothing.
+void Controller::announce_requests(const Json& relay, const std::set<std::string>& existing) {
+  const std::string ns = ns_of(relay);
+  for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
+    const ChangeRequest request = change_request(relay, *kind);
+    if (request.job.empty() || existing.count(request.job) != 0) {
+      continue;
+    }
+    {
+      std::lock_guard lock(applied_mu_);
+      if (!announced_.insert(ns + "/" + request.job).second) {
+        continue;
+      }
+    }
+    std::string manager;
+    try {
+      manager =
+          annotation_manager(client_.get(kOutboxRelays, ns, name_of(relay)), kind->annotation);
+    } catch (const std::exception& e) {
+      spdlog::warn("could not read the field manager of {} on {}/{}: {}", kind->annotation, ns,
+                   name_of(relay), e.what());
+    }
+    std::string message = std::string(kind->event_noun) + " request " + request.token + " (" +
+                          request.summary + ") requested by " +
+                          (request.requested_by.empty() ? std::string("an unnamed user")
+                                                        : request.requested_by +
+                                                              " (as the "
+                                                              "annotation "
+                                                              "says)");
+    if (!manager.empty()) {
+      message += ", set through field manager " + manager;
+    }
+    message +=
+        "; Job " + request.job + " carries it out and reports in status." + kind->field + ".";
+    record_event(relay, {"Normal", std::string(kind->event_noun) + "Requested", message});
+  }
+}
+
+// Which requeue and replay Jobs of `relay` the cache holds now.
+std::set<std::string> Controller::existing_request_jobs(const Json& relay) {
+  std::set<std::string> out;
+  kube::Informer* jobs = informer_for(owned::jobs, ns_of(relay));
+  for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
+    const ChangeRequest request = change_request(relay, *kind);
+    if (!request.job.empty() && (jobs == nullptr || jobs->get(ns_of(relay) + "/" + request.job))) {
+      out.insert(request.job);
+    }
+  }
+  return out;
 }
 
 // The relay pod that wrote status.relayProblem clears it once ready, but a pod replaced while
@@ -159,6 +236,8 @@ void Controller::forget(const std::string& key) {
   std::lock_guard lock(applied_mu_);
   status_written_.erase(key);
   failed_seen_.erase(key);
+  // The requests' Jobs are named "<name>-<verb>-<hash>" in the same namespace.
+  std::erase_if(announced_, [&](const std::string& job) { return job.starts_with(key + "-"); });
 }
 
 // The FAILED count is the relays' field: its rise from 0 is judged on every look, not only

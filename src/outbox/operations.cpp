@@ -150,10 +150,17 @@ std::string ChangeReport::text(const std::string& verb, const std::string& verb_
   return os.str();
 }
 
-Inspection inspect(pqxx::connection& conn, const TableName& table, int top) {
+Inspection inspect(pqxx::connection& conn, const TableName& table, int top,
+                   std::optional<std::chrono::milliseconds> statement_timeout) {
   const Relations rel = relations_of(conn, table);
   const std::string& q = rel.events;
-  pqxx::work tx(conn);  // one snapshot for every figure
+  pqxx::read_transaction tx(conn);  // one snapshot for every figure; READ ONLY
+  if (statement_timeout) {
+    // SET LOCAL: ends with the transaction, so a pooled server session keeps its own setting.
+    std::string set = "SET LOCAL statement_timeout = ";
+    set += std::to_string(statement_timeout->count());
+    tx.exec(set);
+  }
   Inspection in;
   auto c = tx.exec(
       "SELECT count(*) FILTER (WHERE status = " + kPending + "), count(*) FILTER (WHERE status = " +

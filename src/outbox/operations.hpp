@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,7 +39,11 @@ struct Inspection {
   std::string json() const;
 };
 
-Inspection inspect(pqxx::connection& conn, const TableName& table, int top = 5);
+// Reads only: its figures come from one READ ONLY transaction (a write in it is refused by
+// PostgreSQL) and the statistics views. `statement_timeout`, when set, bounds each of its
+// statements (the relay's /inspect endpoint sets one; the CLI waits as long as it takes).
+Inspection inspect(pqxx::connection& conn, const TableName& table, int top = 5,
+                   std::optional<std::chrono::milliseconds> statement_timeout = std::nullopt);
 
 // Which rows a requeue or replay touches. At least one selector must be set,
 // or `all` alone; all that are set must hold. Times are RFC 3339 or anything

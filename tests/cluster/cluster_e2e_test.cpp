@@ -359,22 +359,89 @@ void leave_three_failed(RelayUnderTest& r) {
       "WHERE id IN (SELECT id FROM " + r.table.table.quoted() + " ORDER BY id LIMIT 3)");
 }
 
-// The on-call path with Kubernetes RBAC only: `kubectl outbox status` shows the conditions, the
-// backlog, every relay pod with the shards it owns and the table's health; inspect and requeue
-// run inside a relay pod, so FAILED events are seen and moved back with no database password
-// on the on-call's side.
-TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod) {
+// A kubeconfig for ServiceAccount `sa` of `ns` with a short-lived token (`kubectl create
+// token`), on the test bed's API server: what an on-call's kubeconfig holds. Its path.
+std::string service_account_kubeconfig(const std::string& ns, const std::string& sa) {
+  const std::string token = kubectl("-n " + ns + " create token " + sa + " --duration=1h");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("oncall-" + ns + ".kubeconfig");
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: testbed\n  cluster:\n"
+                      << "    server: " << testbed::require_env("OUTBOX_TEST_KUBE_SERVER") << "\n"
+                      << "    certificate-authority: "
+                      << testbed::require_env("OUTBOX_TEST_KUBE_CA") << "\nusers:\n- name: " << sa
+                      << "\n  user:\n    token: "
+                      << token.substr(0, token.find_last_not_of(" \n") + 1)
+                      << "\ncontexts:\n- name: oncall\n  context:\n    cluster: testbed\n"
+                      << "    user: " << sa << "\n    namespace: " << ns
+                      << "\ncurrent-context: oncall\n";
+  return path;
+}
+
+// The on-call path with Kubernetes RBAC only, as a ServiceAccount bound to exactly the
+// documented verbs (examples/oncall/rbac.yaml): no pods/exec, no Secrets. `kubectl outbox
+// status` shows the conditions, the backlog, every relay pod with its shards and the table's
+// health; inspect reads the relay's /inspect through the pod proxy; requeue and replay are
+// annotations the operator carries out with Jobs, answered in status and announced by Events
+// that name the ServiceAccount. kubectl exec is refused to it.
+TEST(Cluster, KubectlOutboxWorksForAnOnCallWithoutExecOrSecrets) {
   RelayUnderTest r("cl-oncall");
   ASSERT_NO_FATAL_FAILURE(leave_three_failed(r));
+  kubectl("-n " + r.ns + " create serviceaccount oncall");
+  // The example's ClusterRole as shipped (its RoleBinding is for a namespace "orders"; this one
+  // binds the ServiceAccount here).
+  kubectl("apply -f " + std::string(OUTBOX_SOURCE_DIR) +
+          "/examples/oncall/rbac.yaml -l app.kubernetes.io/part-of=outbox-operator");
+  kubectl("-n " + r.ns + " create rolebinding outbox-oncall --clusterrole=outbox-oncall " +
+          "--serviceaccount=" + r.ns + ":oncall");
+  const std::string kc = service_account_kubeconfig(r.ns, "oncall");
+  const std::string as = " -n " + r.ns + " --kubeconfig " + kc;
 
-  const std::string status = kubectl_outbox("status " + r.name + " -n " + r.ns);
+  // Exactly the documented verbs, and none of what would reach the DSN.
+  const std::map<std::string, bool> checks = {
+      {"get outboxrelays.outbox.dev/orders", true},
+      {"patch outboxrelays.outbox.dev/orders", true},
+      {"list pods", true},
+      {"get pods --subresource=proxy", true},
+      {"list events", true},
+      {"create pods --subresource=exec", false},
+      {"get pods --subresource=exec", false},
+      {"create pods --subresource=proxy", false},
+      {"get secrets", false},
+      {"list secrets", false},
+      {"create jobs.batch", false},
+      {"create pods", false},
+      {"patch outboxrelays.outbox.dev/orders --subresource=status", false},
+  };
+  for (const auto& [check, allowed] : checks) {
+    std::string answer;
+    try {
+      answer = kubectl("auth can-i " + check + as);
+    } catch (const std::runtime_error& e) {
+      answer = e.what();  // `no` exits 1
+      answer = answer.substr(answer.rfind("failed: ") + 8);
+    }
+    answer = answer.substr(0, answer.find_first_of(" \n"));
+    EXPECT_EQ(answer, allowed ? "yes" : "no")
+        << check << " should be " << (allowed ? "allowed" : "refused") << ": " << answer;
+  }
+  const std::vector<std::string> relay_pods = ready_pods(r.ns, r.relay_selector());
+  ASSERT_FALSE(relay_pods.empty());
+  try {
+    const std::string out =
+        kubectl("exec " + relay_pods.at(0) + as + " -- outbox-operator --version");
+    ADD_FAILURE() << "kubectl exec worked for the on-call: " << out;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("forbidden"), std::string::npos) << e.what();
+  }
+
+  const std::string status = kubectl_outbox("status " + r.name + as);
   EXPECT_NE(status.find("OutboxRelay " + r.ns + "/" + r.name), std::string::npos) << status;
   EXPECT_NE(status.find("RelaysReady"), std::string::npos) << status;
   EXPECT_NE(status.find("BacklogStuck"), std::string::npos) << status;
   EXPECT_NE(status.find("table health:"), std::string::npos) << status;
   EXPECT_NE(status.find("FAILED 3"), std::string::npos) << status;
   int shards = 0;
-  for (const std::string& pod : ready_pods(r.ns, r.relay_selector())) {
+  for (const std::string& pod : relay_pods) {
     const std::size_t at = status.find("  " + pod + " ");
     ASSERT_NE(at, std::string::npos) << status;
     std::istringstream line(status.substr(at, status.find('\n', at) - at));
@@ -385,14 +452,81 @@ TEST(Cluster, KubectlOutboxShowsTheRelayAndRequeuesFailedEventsThroughARelayPod)
   }
   EXPECT_EQ(shards, 16) << "every shard of the table (migrated with 16) is owned once\n" << status;
 
-  const std::string inspected = kubectl_outbox("inspect " + r.name + " -n " + r.ns + " -- --json");
+  const std::string inspected = kubectl_outbox("inspect " + r.name + as + " -- --json --top 2");
   EXPECT_EQ(Json::parse(inspected).at("failed"), 3) << inspected;
-  const std::string requeued =
-      kubectl_outbox("requeue " + r.name + " -n " + r.ns + " -- --from-id 0");
+  EXPECT_EQ(Json::parse(inspected).at("lastErrors").size(), 2u) << inspected;
+
+  // With the optional requester policy (examples/oncall/requester-policy.yaml, bound here to
+  // this namespace only) the API server refuses a request that names someone else; the
+  // plugin's requests, naming the user the API server authenticated, pass.
+  kubectl("apply -f " + std::string(OUTBOX_SOURCE_DIR) +
+          "/examples/oncall/requester-policy.yaml -l "
+          "app.kubernetes.io/component=requester-policy");
+  apply(
+      {{"apiVersion", "admissionregistration.k8s.io/v1"},
+       {"kind", "ValidatingAdmissionPolicyBinding"},
+       {"metadata", {{"name", "outbox-requester-" + r.ns}}},
+       {"spec",
+        {{"policyName", "outbox-requester"},
+         {"validationActions", {"Deny"}},
+         {"matchResources",
+          {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", r.ns}}}}}}}}}});
+  // A UUID no event has: if the policy is not in force yet, the request changes nothing.
+  const std::string forged =
+      "outbox.dev/replay={\"request\":\"forged-1\",\"requestedBy\":\"admin\","
+      "\"eventIds\":[\"00000000-0000-4000-8000-000000000000\"]}";
+  std::string refusal;
+  EXPECT_TRUE(eventually(
+      [&] {
+        try {
+          kubectl("annotate obr " + r.name + as + " --overwrite '" + forged + "'");
+          kubectl("-n " + r.ns + " annotate obr " + r.name + " outbox.dev/replay-");
+          return false;
+        } catch (const std::runtime_error& e) {
+          refusal = e.what();
+          return refusal.find("must be the user making this change") != std::string::npos;
+        }
+      },
+      30s))
+      << refusal;
+
+  const std::string requeued = kubectl_outbox("requeue " + r.name + as + " -- --all");
   EXPECT_NE(requeued.find("requeued 3 event(s)"), std::string::npos) << requeued;
   EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
       << "the requeued events were published again";
-  EXPECT_THROW(kubectl_outbox("status no-such-relay -n " + r.ns), std::runtime_error);
+
+  pqxx::connection conn(r.table.dsn);
+  const auto first =
+      pqxx::nontransaction(conn).exec1("SELECT min(id) FROM " + r.table.table.quoted());
+  const std::int64_t from = first[0].as<std::int64_t>();
+  const std::string replayed =
+      kubectl_outbox("replay " + r.name + as + " -- --from-id " + std::to_string(from) +
+                     " --to-id " + std::to_string(from + 4));
+  EXPECT_NE(replayed.find("replayed 5 event(s)"), std::string::npos) << replayed;
+  EXPECT_EQ(r.get().value("/status/lastReplay/replayed"_json_pointer, -1), 5);
+  EXPECT_TRUE(eventually([&] { return r.table.count("status = 1") == 20; }, 60s))
+      << "the replayed events were published again";
+  // An unbounded replay is refused by the operator, and the plugin says why.
+  EXPECT_THROW(kubectl_outbox("replay " + r.name + as + " -- --biz-type order"),
+               std::runtime_error);
+
+  // Who asked: the Events name the ServiceAccount the API server authenticated.
+  const std::string user = "system:serviceaccount:" + r.ns + ":oncall";
+  const std::string events = kubectl("-n " + r.ns + " get events -o json");
+  const Json listed = Json::parse(events);  // named: a range-for over a temporary's member dangles
+  for (const std::string reason : {"RequeueRequested", "ReplayRequested"}) {
+    bool named = false;
+    for (const Json& e : listed.at("items")) {
+      named = named || (e.value("reason", "") == reason &&
+                        e.value("message", "").find("requested by " + user) != std::string::npos);
+    }
+    EXPECT_TRUE(named) << reason << " naming " << user << ": " << events;
+  }
+  const std::string shown = kubectl_outbox("status " + r.name + as);
+  EXPECT_NE(shown.find("ReplayRequested"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("lastReplay: "), std::string::npos) << shown;
+  EXPECT_THROW(kubectl_outbox("status no-such-relay" + as), std::runtime_error);
+  kubectl("delete validatingadmissionpolicybinding outbox-requester-" + r.ns);
 }
 
 // The GitOps path: the outbox.dev/requeue-failed annotation runs a Job in the relay's image

@@ -196,5 +196,116 @@ TEST_F(RequeueE2E, TheAnnotationRunsOneJobPerRequestAndTheAnswerStopsIt) {
   EXPECT_EQ(jobs.at("items").size(), 1u) << "only the second request's Job: " << jobs.dump();
 }
 
+// The outbox.dev/replay annotation and the JSON form of outbox.dev/requeue-failed, as
+// `kubectl outbox replay|requeue` write them: a bounded selection runs a Job whose command line
+// changes exactly those events and answers in status.lastReplay (lastRequeue); each request is
+// announced once by a Normal Event naming the requester the annotation gives and the field
+// manager the API server recorded; an unbounded or malformed selection is refused (Degraded
+// InvalidAnnotation) and runs nothing.
+TEST_F(RequeueE2E, ReplayAndSelectiveRequeueRequestsRunBoundedJobsAndNameTheRequester) {
+  outbox::testing::OutboxTestTable table;
+  testing::create_secret(client, ns, "orders-db", {{"dsn", table.dsn}});
+  testing::ControllerProcess ctl(ns, {}, "replay-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table.table.plain();
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", table.topic}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  table.insert(8, 2);
+  pqxx::connection conn(table.dsn);
+  const std::string q = table.table.quoted();
+  pqxx::nontransaction(conn).exec("UPDATE " + q + " SET status = 1, sent_at = now()");
+  const auto ids =
+      pqxx::nontransaction(conn).exec("SELECT id, event_id::text FROM " + q + " ORDER BY id");
+  const std::int64_t first_id = ids[0][0].as<std::int64_t>();
+
+  const std::string token = "2026-12-06T11:00:00Z-1";
+  const Json request = {{"request", token},
+                        {"requestedBy", "alice@example.com"},
+                        {"fromId", first_id},
+                        {"toId", first_id + 2}};
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"metadata", {{"annotations", {{kReplayAnnotation, request.dump()}}}}}});
+  const std::string replay_job = "orders-replay-" + stable_hash(token).substr(0, 8);
+  ASSERT_TRUE(eventually([&] { return job(replay_job).has_value(); }, 20s))
+      << relay("orders").value("status", Json::object()).dump();
+  const Json rendered = *job(replay_job);
+  const Json container = rendered.at("/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_EQ(container.at("args").at(0), "replay") << container.dump();
+  EXPECT_TRUE(has_arg(container, "--from-id=" + std::to_string(first_id))) << container.dump();
+  EXPECT_TRUE(has_arg(container, "--to-id=" + std::to_string(first_id + 2))) << container.dump();
+  EXPECT_TRUE(has_arg(container, "--request=" + token)) << container.dump();
+  ASSERT_TRUE(eventually([&] { return events("ReplayRequested", "Normal").size() == 1; }, 10s));
+  const std::string said = events("ReplayRequested", "Normal").at(0).value("message", "");
+  EXPECT_NE(said.find("requested by alice@example.com"), std::string::npos) << said;
+  EXPECT_NE(said.find("field manager"), std::string::npos) << said;
+  EXPECT_NE(said.find(replay_job), std::string::npos) << said;
+
+  auto run = outbox::testing::run_cli(table.dsn, command_of(rendered));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("replayed 3 event(s)"), std::string::npos) << run.output;
+  EXPECT_EQ(table.count("status = 0"), 3);
+  EXPECT_EQ(table.count("status = 1"), 5);
+  const Json answer = relay("orders").at("/status/lastReplay"_json_pointer);
+  EXPECT_EQ(answer.at("request"), token);
+  EXPECT_EQ(answer.at("outcome"), "Succeeded");
+  EXPECT_EQ(answer.at("replayed"), 3);
+  // Answered: the controller renders it no more, and announces nothing again.
+  delete_job(replay_job);
+  touch_spec_and_wait(3);
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(job(replay_job).has_value());
+  EXPECT_EQ(events("ReplayRequested", "Normal").size(), 1u);
+
+  // A selective requeue in the JSON form: only the event named.
+  pqxx::nontransaction(conn).exec("UPDATE " + q + " SET status = 2, last_error = 'refused'");
+  const std::string requeue_token = "2026-12-06T11:05:00Z-2";
+  client.merge_patch(kOutboxRelays, ns, "orders",
+                     {{"metadata",
+                       {{"annotations",
+                         {{kRequeueAnnotation, Json({{"request", requeue_token},
+                                                     {"requestedBy", "bob"},
+                                                     {"eventIds", {ids[4][1].as<std::string>()}}})
+                                                   .dump()}}}}}});
+  const std::string requeue_job = job_name(requeue_token);
+  ASSERT_TRUE(eventually([&] { return job(requeue_job).has_value(); }, 20s));
+  const Json requeue_container =
+      job(requeue_job)->at("/spec/template/spec/containers/0"_json_pointer);
+  EXPECT_TRUE(has_arg(requeue_container, "--event-id=" + ids[4][1].as<std::string>()))
+      << requeue_container.dump();
+  EXPECT_FALSE(has_arg(requeue_container, "--all")) << requeue_container.dump();
+  ASSERT_TRUE(eventually([&] { return events("RequeueRequested", "Normal").size() == 1; }, 10s));
+  EXPECT_NE(events("RequeueRequested", "Normal").at(0).value("message", "").find("bob"),
+            std::string::npos);
+  run = outbox::testing::run_cli(table.dsn, command_of(*job(requeue_job)));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(table.count("status = 2"), 7) << "only the event named was requeued";
+  EXPECT_EQ(relay("orders").value("/status/lastRequeue/requeued"_json_pointer, -1), 1);
+
+  // Unbounded (a biz_type's whole history), then malformed: refused, no Job.
+  for (const auto& [bad, why] :
+       {std::pair{Json({{"request", "2026-12-06T11:10:00Z-3"}, {"bizType", "order"}}).dump(),
+                  std::string("must be bounded")},
+        std::pair{std::string("{\"request\": \"x\", \"eventIds\": [\"1; DROP TABLE\"]}"),
+                  std::string("not a UUID")},
+        std::pair{std::string("not json"), std::string("not a JSON object")}}) {
+    client.merge_patch(kOutboxRelays, ns, "orders",
+                       {{"metadata", {{"annotations", {{kReplayAnnotation, bad}}}}}});
+    ASSERT_TRUE(eventually(
+        [&] {
+          const Json d = condition(relay("orders"), "Degraded");
+          const std::string message = d.value("message", "");
+          return d.value("reason", "") == "InvalidAnnotation" &&
+                 message.find("annotation outbox.dev/replay") != std::string::npos &&
+                 message.find(why) != std::string::npos;
+        },
+        20s))
+        << bad << "\n"
+        << relay("orders").at("status").dump();
+  }
+  const Json jobs = client.list(owned::jobs, ns);
+  EXPECT_EQ(jobs.at("items").size(), 1u) << "only the requeue's Job: " << jobs.dump();
+}
+
 }  // namespace
 }  // namespace outbox::controller

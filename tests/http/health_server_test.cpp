@@ -6,8 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +93,62 @@ TEST_F(HealthServerTest, UnknownPathsWritesAndThrowingHandlersGetTheirOwnStatus)
   std::string failed = get(server.port(), "/metrics");
   EXPECT_EQ(failed.rfind("HTTP/1.1 500", 0), 0u) << failed;
   EXPECT_NE(failed.find("error: boom"), std::string::npos) << failed;
+}
+
+// A slow route (the relay's /inspect, a database query) runs on a worker of its own: the
+// probes answer while it works, its handler sees the query, and requests past max_waiting are
+// turned away at once instead of piling up.
+TEST(HealthServer, ASlowRouteNeitherDelaysTheProbesNorQueuesWithoutBound) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> started{0};
+  HealthServer server("127.0.0.1", 0,
+                      {{"/healthz",
+                        [] {
+                          return Response{200, "text/plain", "ok\n"};
+                        }}},
+                      {{"/slow",
+                        {[&](const Request& r) {
+                           ++started;
+                           std::unique_lock lock(mu);
+                           cv.wait(lock, [&] { return release; });
+                           return Response{200, "text/plain", "top=" + r.query.at("top")};
+                         },
+                         2}}});
+  std::vector<std::future<std::string>> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.push_back(
+        std::async(std::launch::async, [&] { return get(server.port(), "/slow?top=7&x=a%20b"); }));
+  }
+  while (started.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string probe = get(server.port(), "/healthz");
+  EXPECT_EQ(probe.rfind("HTTP/1.1 200", 0), 0u) << "the probe waited for the slow route";
+  const std::string turned_away = get(server.port(), "/slow?top=1");
+  EXPECT_EQ(turned_away.rfind("HTTP/1.1 429", 0), 0u) << turned_away;
+  EXPECT_NE(turned_away.find("Retry-After: 1"), std::string::npos) << turned_away;
+  EXPECT_EQ(get(server.port(), "/slow", "POST").rfind("HTTP/1.1 405", 0), 0u);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& f : slow) {
+    const std::string answer = f.get();
+    EXPECT_NE(answer.find("\r\n\r\ntop=7"), std::string::npos) << answer;
+  }
+  EXPECT_EQ(started.load(), 2);
+}
+
+TEST(HealthServer, QueryStringsAreDecoded) {
+  const auto q = parse_query("top=5&format=json&x=a%20b+c&flag&=v");
+  EXPECT_EQ(q.at("top"), "5");
+  EXPECT_EQ(q.at("format"), "json");
+  EXPECT_EQ(q.at("x"), "a b c");
+  EXPECT_EQ(q.at("flag"), "");
 }
 
 TEST(HealthServer, ABusyPortIsRefusedWithAnException) {

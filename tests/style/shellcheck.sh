@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 command -v shellcheck >/dev/null || { echo "shellcheck is not installed (scripts/deps.sh installs it)" >&2; exit 1; }
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t scripts < <(git ls-files '*.sh')
+  mapfile -t scripts < <(git ls-files '*.sh' 'kubectl-plugin/kubectl-*')
 else
   mapfile -t scripts < <(find . -path ./build -prune -o -path ./.testbed -prune -o -name '*.sh' -print)
 fi

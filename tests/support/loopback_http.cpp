@@ -27,15 +27,14 @@ unsigned short free_port() {
   return ntohs(addr.sin_port);
 }
 
-std::string http_get(unsigned short port, const std::string& path) {
+std::string http_request(unsigned short port, const std::string& request) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = loopback(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
     return "";
   }
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
+  (void)!::write(fd, request.data(), request.size());
   std::string out;
   char buf[4096];
   ssize_t n;
@@ -43,6 +42,12 @@ std::string http_get(unsigned short port, const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
+  return out;
+}
+
+std::string http_get(unsigned short port, const std::string& path) {
+  const std::string out =
+      http_request(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   auto body = out.find("\r\n\r\n");
   return body == std::string::npos ? "" : out.substr(body + 4);
 }
