@@ -38,7 +38,7 @@ OUTBOX_LOG_NAMESPACE=shop OUTBOX_LOG_OUTBOXRELAY=orders OUTBOX_LOG_REPLICA=order
 relay_pid=$!
 port=
 for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*serving \/healthz, \/readyz, \/metrics on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/relay.log" | head -n1)
+  port=$(sed -n 's/.*serving \/healthz, .*\/metrics.* on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/relay.log" | head -n1)
   [ -n "$port" ] && break
   kill -0 "$relay_pid" 2>/dev/null || die "the relay exited: $(cat "$tmp/relay.log")"
   sleep 0.1
