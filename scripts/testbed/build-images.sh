@@ -108,6 +108,11 @@ build_project() {
   # Working containers left by an interrupted build (the store is this script's alone,
   # under its lock) would only take space.
   "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
+  # The vfs driver keeps every cached layer as a full copy (~1 GB per source change, each
+  # compile step's layer): past 20 GiB the cache goes, and the next build redoes apt-get.
+  if [ "$(du -sk "$top/storage" | cut -f1)" -gt $((20 * 1024 * 1024)) ]; then
+    "${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
+  fi
   # --layers reuses the apt-get steps between builds; --pull=never: the bases are local.
   # chroot isolation and the host network: the build steps fetch Debian packages, as the
   # host's own apt-get does; the nested runc of an OCI isolation cannot lower
