@@ -11,8 +11,8 @@ namespace {
 
 namespace d = defaults;
 
-// A whole number of seconds as the CRD writes it ("0s", "2s", "600s" would be "10m" there:
-// format_duration's minutes are kept where it gives them).
+// A duration as the CRD writes it: format_duration's text, except zero, which the CRD writes
+// "0s" (format_duration: "0ms").
 std::string seconds_text(std::chrono::milliseconds d) {
   return d.count() == 0 ? "0s" : format_duration(d);
 }
@@ -78,6 +78,14 @@ std::vector<SpecField> make_table() {
   };
 }
 
+// The table's row for `path`, or nullptr.
+const SpecField* find_row(const std::string& path) {
+  const auto& rows = spec_fields();
+  const auto row =
+      std::find_if(rows.begin(), rows.end(), [&](const SpecField& f) { return f.path == path; });
+  return row == rows.end() ? nullptr : &*row;
+}
+
 // "/relay/batchSize" -> "spec.relay.batchSize"
 std::string field_name(const std::string& path) {
   std::string out = "spec" + path;
@@ -97,10 +105,8 @@ class Reader {
     if (value) {
       return *value;
     }
-    const auto& rows = spec_fields();
-    const auto row =
-        std::find_if(rows.begin(), rows.end(), [&](const SpecField& f) { return f.path == path; });
-    if (row == rows.end() || row->default_value.is_null()) {
+    const SpecField* row = find_row(path);
+    if (row == nullptr || row->default_value.is_null()) {
       throw SpecError(field_name(path) + ": required");
     }
     return row->default_value.template get<T>();
@@ -142,10 +148,8 @@ class Reader {
   }
 
   static void check_row(const std::string& path, const Json& value) {
-    const auto& rows = spec_fields();
-    const auto row =
-        std::find_if(rows.begin(), rows.end(), [&](const SpecField& f) { return f.path == path; });
-    if (row == rows.end()) {
+    const SpecField* row = find_row(path);
+    if (row == nullptr) {
       return;
     }
     if (value.is_number()) {
@@ -272,10 +276,8 @@ const std::vector<SpecField>& spec_fields() {
 }
 
 const SpecField& spec_field(const std::string& path) {
-  for (const SpecField& f : spec_fields()) {
-    if (f.path == path) {
-      return f;
-    }
+  if (const SpecField* row = find_row(path)) {
+    return *row;
   }
   throw std::out_of_range("the spec table has no row " + path);
 }
