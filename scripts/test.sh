@@ -40,9 +40,13 @@ for phase in $phases; do
       grep -vE '^namespace/(default|kube-system|kube-public|kube-node-lease)$' |
       xargs -r kubectl --kubeconfig "$OUTBOX_TEST_KUBECONFIG" delete --wait=true --timeout=120s >/dev/null || true
   fi
-  # Serial on purpose: some tests stop Kafka or restart PostgreSQL under a relay.
+  # The first phase runs OUTBOX_TEST_JOBS tests at once (default 3: most of them wait on a
+  # service, not on a core). A test that stops or restarts a shared service is marked RUN_SERIAL
+  # (tests/*/CMakeLists.txt) and runs alone. The cluster tests share one node and run one at a time.
+  jobs="${OUTBOX_TEST_JOBS:-3}"
+  if [ "$phase" = cluster ]; then jobs=1; fi
   set +e
-  ctest --output-on-failure --no-tests=error "${filter[@]}" "$@"
+  ctest --output-on-failure --no-tests=error -j"$jobs" "${filter[@]}" "$@"
   phase_rc=$?
   set -e
   echo "[test] $phase phase: exit code $phase_rc after $(($(date +%s) - started)) s"

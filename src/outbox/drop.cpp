@@ -105,6 +105,7 @@ DropResult drop(pqxx::connection& conn, const TableName& table, const DropOption
   pqxx::work tx(conn);
   // The lock migrate takes: a schema Job still running finishes before anything is dropped.
   tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  lock_meta(tx, table);  // outbox_meta may be dropped below: no migration may be creating it
   tx.exec("SET LOCAL lock_timeout = " + std::to_string(options.lock_timeout_ms));
   try {
     const std::optional<std::string> adopted_into = recorded(tx, table);

@@ -316,6 +316,10 @@ std::string outbox_meta(const TableName& t) {
   return "\"" + t.schema() + "\".\"outbox_meta\"";
 }
 
+void lock_meta(pqxx::transaction_base& tx, const TableName& table) {
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-meta:' || $1))", table.schema());
+}
+
 std::string mode_name(TableMode mode) {
   return mode == TableMode::kLog ? "log" : "status";
 }
@@ -346,6 +350,7 @@ struct MetaRow {
 // The meta table, with the columns of every version (v3 added mode and partition_xids,
 // v4 adopted_into and columns, v5 cluster_id and position_offset).
 std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& table) {
+  lock_meta(tx, table);
   tx.exec("CREATE TABLE IF NOT EXISTS " + outbox_meta(table) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, shard_count integer NOT "
           "NULL, updated_at timestamptz NOT NULL DEFAULT now())");

@@ -104,6 +104,11 @@ TableInfo inspect_table(pqxx::connection& conn, const TableName& table,
 
 // "<schema>"."outbox_meta": the schema version, mode and shards of each table in it.
 std::string outbox_meta(const TableName& table);
+// Serialises, until the transaction ends, every change to the schema's outbox_meta: the tables of
+// one schema share it, and two migrations at once (two OutboxRelays' schema Jobs on a fresh
+// database) would both try to create it. Taken after the table's own migration lock, never
+// before, so the two locks are always taken in one order.
+void lock_meta(pqxx::transaction_base& tx, const TableName& table);
 
 class SchemaError : public std::runtime_error {
  public:

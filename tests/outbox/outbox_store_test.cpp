@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <latch>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -34,6 +36,45 @@ TEST(Schema, MigrateIsIdempotentAndVersioned) {
   TableInfo info = inspect_table(conn, t.table);
   EXPECT_EQ(info.shard_count, 16);
   EXPECT_EQ(info.version, kSchemaVersion);
+}
+
+// Two OutboxRelays on one database run their schema Jobs at once: their tables share the
+// schema's outbox_meta, which neither finds on a fresh database. Eight migrations of eight
+// tables in a new schema start together; every one must succeed and be recorded.
+TEST(Schema, TablesOfOneSchemaMigratedAtOnceAllSucceed) {
+  const std::string dsn = testbed::postgres_dsn();
+  const std::string schema = testbed::unique_name("meta");
+  pqxx::connection admin(dsn);
+  pqxx::nontransaction(admin).exec("CREATE SCHEMA \"" + schema + "\"");
+  constexpr int kTables = 8;
+  std::vector<std::unique_ptr<pqxx::connection>> sessions;
+  for (int i = 0; i < kTables; ++i) {
+    sessions.push_back(std::make_unique<pqxx::connection>(dsn));
+  }
+  std::latch start(kTables);
+  std::vector<std::string> errors(kTables);
+  std::vector<std::thread> migrations;
+  for (int i = 0; i < kTables; ++i) {
+    migrations.emplace_back([&, i] {
+      start.arrive_and_wait();
+      try {
+        migrate(*sessions[i], TableName::parse(schema + ".t" + std::to_string(i)), 4);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& m : migrations) {
+    m.join();
+  }
+  for (int i = 0; i < kTables; ++i) {
+    EXPECT_EQ(errors[i], "") << "migration of table t" << i;
+  }
+  EXPECT_EQ(pqxx::nontransaction(admin)
+                .exec1("SELECT count(*) FROM \"" + schema + "\".outbox_meta")[0]
+                .as<int>(),
+            kTables);
+  pqxx::nontransaction(admin).exec("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
 // Counts NOTIFYs on a table's channel.
