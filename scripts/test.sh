@@ -40,11 +40,12 @@ for phase in $phases; do
       grep -vE '^namespace/(default|kube-system|kube-public|kube-node-lease)$' |
       xargs -r kubectl --kubeconfig "$OUTBOX_TEST_KUBECONFIG" delete --wait=true --timeout=120s >/dev/null || true
   fi
-  # The first phase runs OUTBOX_TEST_JOBS tests at once (default 3: most of them wait on a
-  # service, not on a core). A test that stops or restarts a shared service is marked RUN_SERIAL
-  # (tests/*/CMakeLists.txt) and runs alone. The cluster tests share one node and run one at a time.
+  # Tests run in parallel: OUTBOX_TEST_JOBS at once in the first phase (default 3: most of them
+  # wait on a service, not on a core), OUTBOX_CLUSTER_TEST_JOBS on the one node (default 2). A
+  # test that stops or restarts what the others share is marked RUN_SERIAL
+  # (tests/*/CMakeLists.txt) and runs alone.
   jobs="${OUTBOX_TEST_JOBS:-3}"
-  if [ "$phase" = cluster ]; then jobs=1; fi
+  if [ "$phase" = cluster ]; then jobs="${OUTBOX_CLUSTER_TEST_JOBS:-2}"; fi
   set +e
   ctest --output-on-failure --no-tests=error -j"$jobs" "${filter[@]}" "$@"
   phase_rc=$?

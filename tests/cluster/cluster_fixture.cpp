@@ -55,6 +55,12 @@ std::string helm(const std::string& args) {
              testbed::require_env("OUTBOX_TESTBED_BIN") + "/helm' " + args);
 }
 
+// helm under `flock <lock>`: one helm command at a time across processes.
+std::string helm_locked(const std::string& lock, const std::string& args) {
+  return run("KUBECONFIG='" + testbed::kubeconfig_path() + "' flock '" + lock + "' '" +
+             testbed::require_env("OUTBOX_TESTBED_BIN") + "/helm' " + args);
+}
+
 std::string kubectl_outbox(const std::string& args) {
   const std::string bin = testbed::require_env("OUTBOX_TESTBED_BIN");
   return run("PATH='" + std::string(OUTBOX_SOURCE_DIR) + "/kubectl-plugin:" + bin +
@@ -75,14 +81,20 @@ void install_operator() {
     // Values any user may set: the image, short lease timings so failover tests are quick,
     // and a short resync so a rotated Secret is seen within seconds (the operator reads
     // Secrets by name, never watches them). The chart's CRD comes with it (crds/).
-    helm("upgrade --install " + std::string(kRelease) + " '" + OUTBOX_SOURCE_DIR +
-         "/charts/outbox-operator' --namespace " + kOperatorNamespace +
-         " --create-namespace --wait --timeout 180s" +
-         " --set image.repository=" + image.substr(0, colon) +
-         " --set image.tag=" + image.substr(colon + 1) + " --set image.pullPolicy=Never" +
-         " --set leaderElection.leaseDuration=6s --set leaderElection.renewDeadline=4s" +
-         " --set leaderElection.retryPeriod=1s --set controller.resyncPeriod=5s" +
-         " --set log.format=text");
+    // Tests run in parallel (scripts/test.sh), each in its own process: helm refuses an
+    // upgrade while another is in progress, so one at a time, under a lock beside the
+    // kubeconfig. The values are the same in every test, so a second upgrade changes no pod.
+    const std::string kubeconfig = testbed::kubeconfig_path();
+    const std::string lock = kubeconfig.substr(0, kubeconfig.rfind('/') + 1) + "helm.lock";
+    helm_locked(
+        lock, "upgrade --install " + std::string(kRelease) + " '" + OUTBOX_SOURCE_DIR +
+                  "/charts/outbox-operator' --namespace " + kOperatorNamespace +
+                  " --create-namespace --wait --timeout 180s" +
+                  " --set image.repository=" + image.substr(0, colon) +
+                  " --set image.tag=" + image.substr(colon + 1) + " --set image.pullPolicy=Never" +
+                  " --set leaderElection.leaseDuration=6s --set leaderElection.renewDeadline=4s" +
+                  " --set leaderElection.retryPeriod=1s --set controller.resyncPeriod=5s" +
+                  " --set log.format=text");
     kubectl("wait --for=condition=Established crd/outboxrelays.outbox.dev --timeout=60s");
   });
 }
