@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <string>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -12,12 +14,10 @@
 
 namespace outbox::cli {
 
-int run(int argc, char** argv) {
-  CLI::App app{"outbox-operator: runs the transactional outbox pattern on Kubernetes"};
-  app.set_version_flag("--version", std::string("outbox-operator ") + kVersion);
-  app.require_subcommand(1);
-  std::string log_level = "info";
-  std::string log_format = "text";
+namespace {
+
+// The options before the command: logging and the settings file.
+void add_global_options(CLI::App& app, std::string& log_level, std::string& log_format) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->envname("OUTBOX_LOG_LEVEL")
       ->capture_default_str();
@@ -32,7 +32,10 @@ int run(int argc, char** argv) {
                  "settings file (TOML; a [relay] section holds relay flags, e.g. "
                  "batch-size = 1000); give it before the command");
   app.allow_config_extras(CLI::config_extras_mode::error);
+}
 
+// Adds every subcommand; returns the action of each.
+std::map<CLI::App*, Action> add_commands(CLI::App& app) {
   std::map<CLI::App*, Action> actions;
   auto add = [&](Action (*adder)(CLI::App&)) {
     auto before = app.get_subcommands({});
@@ -51,8 +54,12 @@ int run(int argc, char** argv) {
   add(add_requeue_command);
   add(add_replay_command);
   add(add_controller_command);
+  return actions;
+}
 
-  // CLI11 reports a mistyped command as "A subcommand is required"; name it instead.
+// The first word of the command line that is not an option (nor an option's value), if it
+// names no command. CLI11 reports a mistyped command as "A subcommand is required".
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--log-level" || arg == "--log-format" || arg == "--config") {
@@ -62,11 +69,28 @@ int run(int argc, char** argv) {
       bool known =
           std::any_of(subs.begin(), subs.end(), [&](CLI::App* s) { return s->check_name(arg); });
       if (!known) {
-        std::cerr << "unknown command \"" << arg << "\"; run with --help to see the commands\n";
-        return 2;
+        return arg;
       }
       break;
     }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{"outbox-operator: runs the transactional outbox pattern on Kubernetes"};
+  app.set_version_flag("--version", std::string("outbox-operator ") + kVersion);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  std::string log_format = "text";
+  add_global_options(app, log_level, log_format);
+  std::map<CLI::App*, Action> actions = add_commands(app);
+
+  if (const auto unknown = unknown_command(app, argc, argv)) {
+    std::cerr << "unknown command \"" << *unknown << "\"; run with --help to see the commands\n";
+    return 2;
   }
   try {
     app.parse(argc, argv);

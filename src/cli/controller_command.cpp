@@ -55,22 +55,8 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
-  cmd->add_flag("--leader-elect", f->leader_elect,
-                "elect one leader on a Lease; standbys keep caches warm and never write");
-  cmd->add_option("--kubeconfig", f->kubeconfig,
-                  "kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)");
-  cmd->add_option("--namespaces", f->namespaces, "comma-separated namespaces to watch; empty: all")
-      ->envname("OUTBOX_WATCH_NAMESPACES");
-  cmd->add_option("--relay-image", f->relay_image,
-                  "image of the relay and the jobs unless spec.relay.image is set")
-      ->envname("OUTBOX_RELAY_IMAGE");
-  cmd->add_option("--network-policy-api-server", f->network_policy_api_server,
-                  "comma-separated CIDRs of the API server, the only addresses a relay's "
-                  "NetworkPolicy (spec.networkPolicy) lets it reach on ports 443 and 6443; "
-                  "empty: any address on those ports")
-      ->envname("OUTBOX_NETWORK_POLICY_API_SERVER");
-  add_listen_option(*cmd, f->listen);
+// The leader election Lease: its name and namespace, the holder's identity, the timings.
+void add_lease_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_option("--lease-name", f->lease_name, "leader election Lease")
       ->envname("OUTBOX_LEASE_NAME")
       ->capture_default_str();
@@ -88,6 +74,10 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_option("--retry-period", f->retry_period, "time between election attempts")
       ->envname("OUTBOX_RETRY_PERIOD")
       ->capture_default_str();
+}
+
+// How much the controller does at once and how often it looks again.
+void add_pacing_flags(CLI::App* cmd, ControllerFlags* f) {
   cmd->add_option("--workers", f->workers, "concurrent reconciles")
       ->envname("OUTBOX_WORKERS")
       ->check(CLI::Range(1, 16))
@@ -117,6 +107,26 @@ void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
                   "how often every OutboxRelay is reconciled even without a change (0s: never)")
       ->envname("OUTBOX_RESYNC_PERIOD")
       ->capture_default_str();
+}
+
+void add_controller_flags(CLI::App* cmd, ControllerFlags* f) {
+  cmd->add_flag("--leader-elect", f->leader_elect,
+                "elect one leader on a Lease; standbys keep caches warm and never write");
+  cmd->add_option("--kubeconfig", f->kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)");
+  cmd->add_option("--namespaces", f->namespaces, "comma-separated namespaces to watch; empty: all")
+      ->envname("OUTBOX_WATCH_NAMESPACES");
+  cmd->add_option("--relay-image", f->relay_image,
+                  "image of the relay and the jobs unless spec.relay.image is set")
+      ->envname("OUTBOX_RELAY_IMAGE");
+  cmd->add_option("--network-policy-api-server", f->network_policy_api_server,
+                  "comma-separated CIDRs of the API server, the only addresses a relay's "
+                  "NetworkPolicy (spec.networkPolicy) lets it reach on ports 443 and 6443; "
+                  "empty: any address on those ports")
+      ->envname("OUTBOX_NETWORK_POLICY_API_SERVER");
+  add_listen_option(*cmd, f->listen);
+  add_lease_flags(cmd, f);
+  add_pacing_flags(cmd, f);
 }
 
 kube::Client make_client(const ControllerFlags& flags) {

@@ -138,6 +138,43 @@ std::string data_or_file(const Entry& entry, const std::string& field, const std
   return read_file(resolve(path, entry.base_dir), where + ": " + field);
 }
 
+// The cluster's server and how its certificate is checked; `where` names the cluster in errors.
+void read_cluster(const Entry& cluster, const std::string& where, Config& config) {
+  config.server = scalar(cluster.node, "server", where);
+  if (config.server.empty()) {
+    throw ConfigError(where + ": missing 'server'");
+  }
+  try {
+    config.address = ServerAddress::parse(config.server);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+  config.ca_pem = data_or_file(cluster, "certificate-authority", where);
+  config.insecure_skip_tls_verify = boolean(cluster.node, "insecure-skip-tls-verify", where);
+  config.tls_server_name = scalar(cluster.node, "tls-server-name", where);
+}
+
+// The user's credentials: a client certificate and key, a token or a token file (exec and
+// auth-provider plugins are refused); `where` names the user in errors.
+void read_user(const Entry& user, const std::string& where, Config& config) {
+  config.client_cert_pem = data_or_file(user, "client-certificate", where);
+  config.client_key_pem = data_or_file(user, "client-key", where);
+  if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
+    throw ConfigError(where + ": client-certificate and client-key must be set together");
+  }
+  config.token = scalar(user.node, "token", where);
+  std::string token_file = scalar(user.node, "tokenFile", where);
+  if (config.token.empty() && !token_file.empty()) {
+    config.token_file = resolve(token_file, user.base_dir);
+    read_file(config.token_file, where + ": tokenFile");  // fail now, not on first call
+  }
+  for (const char* unsupported : {"exec", "auth-provider", "username"}) {
+    if (user.node[unsupported]) {
+      throw ConfigError(where + ": '" + unsupported + "' authentication is not supported");
+    }
+  }
+}
+
 Config build(const Merged& merged, const std::string& context_override) {
   std::string context_name = context_override.empty() ? merged.current_context : context_override;
   if (context_name.empty()) {
@@ -156,44 +193,15 @@ Config build(const Merged& merged, const std::string& context_override) {
   }
 
   Config config;
-  std::string cluster_where =
-      "kubeconfig " + cluster->second.source + ": cluster '" + cluster_name + "'";
-  config.server = scalar(cluster->second.node, "server", cluster_where);
-  if (config.server.empty()) {
-    throw ConfigError(cluster_where + ": missing 'server'");
-  }
-  try {
-    config.address = ServerAddress::parse(config.server);
-  } catch (const ConfigError& e) {
-    throw ConfigError(cluster_where + ": " + e.what());
-  }
-  config.ca_pem = data_or_file(cluster->second, "certificate-authority", cluster_where);
-  config.insecure_skip_tls_verify =
-      boolean(cluster->second.node, "insecure-skip-tls-verify", cluster_where);
-  config.tls_server_name = scalar(cluster->second.node, "tls-server-name", cluster_where);
-
+  read_cluster(cluster->second,
+               "kubeconfig " + cluster->second.source + ": cluster '" + cluster_name + "'", config);
   if (!user_name.empty()) {
     auto user = merged.users.find(user_name);
     if (user == merged.users.end()) {
       throw ConfigError(where + ": user '" + user_name + "' not found");
     }
-    std::string user_where = "kubeconfig " + user->second.source + ": user '" + user_name + "'";
-    config.client_cert_pem = data_or_file(user->second, "client-certificate", user_where);
-    config.client_key_pem = data_or_file(user->second, "client-key", user_where);
-    if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
-      throw ConfigError(user_where + ": client-certificate and client-key must be set together");
-    }
-    config.token = scalar(user->second.node, "token", user_where);
-    std::string token_file = scalar(user->second.node, "tokenFile", user_where);
-    if (config.token.empty() && !token_file.empty()) {
-      config.token_file = resolve(token_file, user->second.base_dir);
-      read_file(config.token_file, user_where + ": tokenFile");  // fail now, not on first call
-    }
-    for (const char* unsupported : {"exec", "auth-provider", "username"}) {
-      if (user->second.node[unsupported]) {
-        throw ConfigError(user_where + ": '" + unsupported + "' authentication is not supported");
-      }
-    }
+    read_user(user->second, "kubeconfig " + user->second.source + ": user '" + user_name + "'",
+              config);
   }
   std::string ns = scalar(context->second.node, "namespace", where);
   if (!ns.empty()) {

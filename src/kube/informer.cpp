@@ -71,6 +71,56 @@ void strip_managed_fields(Json& object) {
   }
 }
 
+namespace {
+
+// The list's items by key. List items carry no kind/apiVersion (watch events do); they get
+// them back, so handlers see the same shape from both sources, and then the transform.
+std::map<std::string, Json> items_by_key(Json& snapshot, const Resource& resource,
+                                         const std::function<void(Json&)>& transform) {
+  std::map<std::string, Json> fresh;
+  const std::string list_kind = snapshot.value("kind", std::string());
+  const std::string kind =
+      list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : std::string();
+  for (auto& item : snapshot["items"]) {
+    if (!kind.empty() && !item.contains("kind")) {
+      item["kind"] = kind;
+      item["apiVersion"] = snapshot.value("apiVersion", resource.api_version());
+    }
+    if (transform) {
+      transform(item);
+    }
+    fresh.emplace(Informer::key_of(item), std::move(item));
+  }
+  return fresh;
+}
+
+// What a relist found changed since the cache was last filled.
+struct Changes {
+  std::vector<Json> added, deleted;
+  std::vector<std::pair<Json, Json>> updated;
+};
+
+// Deletes first, then adds, then updates.
+void deliver(const InformerHandlers& handlers, const Changes& changes) {
+  for (const auto& object : changes.deleted) {
+    if (handlers.on_delete) {
+      handlers.on_delete(object);
+    }
+  }
+  for (const auto& object : changes.added) {
+    if (handlers.on_add) {
+      handlers.on_add(object);
+    }
+  }
+  for (const auto& [old_object, new_object] : changes.updated) {
+    if (handlers.on_update) {
+      handlers.on_update(old_object, new_object);
+    }
+  }
+}
+
+}  // namespace
+
 void Informer::relist() {
   ListOptions list_options;
   list_options.label_selector = options_.label_selector;
@@ -79,30 +129,13 @@ void Informer::relist() {
   // Empty resourceVersion: a quorum read. After a 410 the watch cache is behind us; reading it
   // ("0") could hand back a snapshot older than what we already delivered.
   Json snapshot = client_.list(resource_, namespace_, list_options);
-
-  std::map<std::string, Json> fresh;
-  // List items carry no kind/apiVersion (watch events do); restore them so handlers see the
-  // same shape from both sources.
-  const std::string list_kind = snapshot.value("kind", std::string());
-  const std::string kind =
-      list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : std::string();
-  for (auto& item : snapshot["items"]) {
-    if (!kind.empty() && !item.contains("kind")) {
-      item["kind"] = kind;
-      item["apiVersion"] = snapshot.value("apiVersion", resource_.api_version());
-    }
-    if (options_.transform) {
-      options_.transform(item);
-    }
-    fresh.emplace(key_of(item), std::move(item));
-  }
-  std::vector<Json> added, deleted;
-  std::vector<std::pair<Json, Json>> updated;
+  std::map<std::string, Json> fresh = items_by_key(snapshot, resource_, options_.transform);
+  Changes changes;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [key, entry] : cache_) {
       if (fresh.count(key) == 0) {
-        deleted.push_back(Json::from_msgpack(entry.packed));  // vanished while not watching
+        changes.deleted.push_back(Json::from_msgpack(entry.packed));  // vanished while not watching
       }
     }
     std::map<std::string, Entry> packed;
@@ -110,9 +143,9 @@ void Informer::relist() {
       auto old = cache_.find(key);
       Entry entry = pack(object);
       if (old == cache_.end()) {
-        added.push_back(std::move(object));
+        changes.added.push_back(std::move(object));
       } else if (old->second.resource_version != entry.resource_version) {
-        updated.emplace_back(Json::from_msgpack(old->second.packed), std::move(object));
+        changes.updated.emplace_back(Json::from_msgpack(old->second.packed), std::move(object));
       }
       packed.emplace(key, std::move(entry));
     }
@@ -121,21 +154,7 @@ void Informer::relist() {
   }
   relists_++;
   synced_ = true;
-  for (const auto& object : deleted) {
-    if (handlers_.on_delete) {
-      handlers_.on_delete(object);
-    }
-  }
-  for (const auto& object : added) {
-    if (handlers_.on_add) {
-      handlers_.on_add(object);
-    }
-  }
-  for (const auto& [old_object, new_object] : updated) {
-    if (handlers_.on_update) {
-      handlers_.on_update(old_object, new_object);
-    }
-  }
+  deliver(handlers_, changes);
 }
 
 void Informer::apply(WatchEvent& event) {
@@ -192,6 +211,30 @@ void Informer::set_problem(std::string problem, bool not_served) {
   problem_ = std::move(problem);
 }
 
+namespace {
+
+// A watch from `resource_version` with the informer's selectors and timeouts.
+WatchOptions watch_options_from(const InformerOptions& options,
+                                const std::string& resource_version) {
+  WatchOptions watch_options;
+  watch_options.resource_version = resource_version;
+  watch_options.label_selector = options.label_selector;
+  watch_options.field_selector = options.field_selector;
+  watch_options.timeout_seconds = options.watch_timeout_seconds;
+  watch_options.idle_timeout = options.idle_timeout;
+  return watch_options;
+}
+
+// A 404 on the collection itself (a namespaced list of an existing type answers 200): the
+// type's CustomResourceDefinition is not installed.
+std::string not_served_problem(const std::string& what, const Resource& resource) {
+  return "watch " + what + ": the API server does not serve " + resource.plural +
+         (resource.group.empty() ? "" : "." + resource.group) + "/" + resource.version +
+         " (404): its CustomResourceDefinition is not installed";
+}
+
+}  // namespace
+
 void Informer::run(std::stop_token stop) {
   Backoff backoff(options_.backoff_initial, options_.backoff_cap);
   // A second run() after a stop resumes from where the first left off: the watch either
@@ -206,12 +249,7 @@ void Informer::run(std::stop_token stop) {
         backoff.reset();
         set_problem({});
       }
-      WatchOptions watch_options;
-      watch_options.resource_version = resource_version();
-      watch_options.label_selector = options_.label_selector;
-      watch_options.field_selector = options_.field_selector;
-      watch_options.timeout_seconds = options_.watch_timeout_seconds;
-      watch_options.idle_timeout = options_.idle_timeout;
+      const WatchOptions watch_options = watch_options_from(options_, resource_version());
       watches_++;
       int events = 0;
       auto started = Clock::now();
@@ -244,10 +282,7 @@ void Informer::run(std::stop_token stop) {
       }
       if (e.is_not_found()) {
         // The collection itself is missing: a namespaced list of an existing type answers 200.
-        set_problem("watch " + what + ": the API server does not serve " + resource_.plural +
-                        (resource_.group.empty() ? "" : "." + resource_.group) + "/" +
-                        resource_.version + " (404): its CustomResourceDefinition is not installed",
-                    true);
+        set_problem(not_served_problem(what, resource_), true);
       } else {
         set_problem("watch " + what + ": " + e.what());
       }

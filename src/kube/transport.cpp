@@ -211,6 +211,27 @@ http::request<http::string_body> build_request(const Config& config, const std::
   return req;
 }
 
+// Bytes of a streamed body: a 200's go to `on_data`; another status's, up to 64 KiB, to
+// `error_body` (the error it explains).
+void deliver_chunk(int status, std::string_view received,
+                   const std::function<void(std::string_view)>& on_data, std::string& error_body) {
+  if (received.empty()) {
+    return;
+  }
+  if (status == 200) {
+    on_data(received);
+  } else if (error_body.size() < 64 * 1024) {
+    error_body.append(received);
+  }
+}
+
+// Why a streamed body stopped short: no data within `idle_timeout`, or the connection's error.
+std::string stream_failure(const error_code& ec, std::chrono::milliseconds idle_timeout) {
+  return ec == beast::error::timeout ? "no data for " + std::to_string(idle_timeout.count()) +
+                                           " ms (connection presumed dead)"
+                                     : ec.message();
+}
+
 }  // namespace
 
 HttpResponse Transport::exchange(Connection& connection, const HttpRequest& request,
@@ -312,14 +333,8 @@ int Transport::stream(const HttpRequest& request, std::chrono::milliseconds conn
     if (ec == http::error::need_buffer) {
       ec = {};
     }
-    size_t received = buf.size() - parser.get().body().size;
-    if (received > 0) {
-      if (status == 200) {
-        on_data(std::string_view(buf.data(), received));
-      } else if (error_body.size() < 64 * 1024) {
-        error_body.append(buf.data(), received);
-      }
-    }
+    deliver_chunk(status, std::string_view(buf.data(), buf.size() - parser.get().body().size),
+                  on_data, error_body);
   }
   if (ec) {
     if (stop.stop_requested()) {
@@ -327,10 +342,7 @@ int Transport::stream(const HttpRequest& request, std::chrono::milliseconds conn
       return status;
     }
     throw TransportError(what + " to " + config_.address.authority() + ": " +
-                         (ec == beast::error::timeout
-                              ? "no data for " + std::to_string(idle_timeout.count()) +
-                                    " ms (connection presumed dead)"
-                              : ec.message()));
+                         stream_failure(ec, idle_timeout));
   }
   return status;
 }

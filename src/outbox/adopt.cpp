@@ -1,7 +1,10 @@
 #include "outbox/adopt.hpp"
 
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "outbox/store.hpp"
 
@@ -166,35 +169,37 @@ void check_adopted(pqxx::transaction_base& tx, const TableName& table, const Col
   }
 }
 
-MigrationResult adopt(pqxx::connection& conn, const TableName& table, const AdoptOptions& options) {
-  const TableName relay = relay_table_for(table);
-  MigrateOptions relay_options = options.relay_table;
-  {
-    pqxx::read_transaction tx(conn);
-    const auto types = require_mapped_columns(tx, table, options.columns);
-    // The relay's copy keeps the payload's kind: jsonb, text or bytea.
-    relay_options.payload = payload_type_of(types.at(options.columns.payload));
-    const bool has_meta =
-        !tx.exec_params1("SELECT to_regclass($1) IS NULL", outbox_meta(table)).front().as<bool>();
-    auto meta = has_meta ? tx.exec_params("SELECT to_jsonb(t)->>'adopted_into' FROM " +
-                                              outbox_meta(table) + " t WHERE table_name = $1",
-                                          table.table())
-                         : pqxx::result{};
-    if (!meta.empty() && meta[0][0].is_null()) {
-      throw SchemaError("table " + table.plain() +
-                        " was created by migrate: the relay reads it as it is, nothing to adopt");
-    }
-  }
-  MigrationResult result = migrate(conn, relay, relay_options);
-  const TableInfo info = inspect_table(conn, relay);
+namespace {
 
-  pqxx::work tx(conn);
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
-  tx.exec("SET LOCAL lock_timeout = " + std::to_string(options.lock_timeout_ms));
-  const auto types = require_mapped_columns(tx, table, options.columns);
+// Checks, reading only, that `table` can be adopted: its mapped columns are there and of
+// types the copy takes, and migrate did not create it. Returns the payload type of the
+// relay's copy, which keeps the payload's kind: jsonb, text or bytea.
+std::optional<PayloadType> check_adoptable(pqxx::connection& conn, const TableName& table,
+                                           const ColumnMap& columns) {
+  pqxx::read_transaction tx(conn);
+  const auto types = require_mapped_columns(tx, table, columns);
+  const std::optional<PayloadType> payload = payload_type_of(types.at(columns.payload));
+  const bool has_meta =
+      !tx.exec_params1("SELECT to_regclass($1) IS NULL", outbox_meta(table)).front().as<bool>();
+  auto meta = has_meta ? tx.exec_params("SELECT to_jsonb(t)->>'adopted_into' FROM " +
+                                            outbox_meta(table) + " t WHERE table_name = $1",
+                                        table.table())
+                       : pqxx::result{};
+  if (!meta.empty() && meta[0][0].is_null()) {
+    throw SchemaError("table " + table.plain() +
+                      " was created by migrate: the relay reads it as it is, nothing to adopt");
+  }
+  return payload;
+}
+
+// (Re)creates the function the copy trigger calls: it inserts each new row of the adopted
+// table into `relay`, a role's column into the relay's. Returns the function's quoted name.
+std::string create_copy_function(pqxx::work& tx, const TableName& table, const TableName& relay,
+                                 const ColumnMap& columns,
+                                 const std::map<std::string, std::string>& types) {
   std::string targets;
   std::string values;
-  for (const auto& [role, column] : options.columns.entries()) {
+  for (const auto& [role, column] : columns.entries()) {
     targets += (targets.empty() ? "" : ", ") + relay_column(role);
     values += (values.empty() ? "" : ", ") + copied_value(role, column, types.at(column));
   }
@@ -205,31 +210,45 @@ MigrationResult adopt(pqxx::connection& conn, const TableName& table, const Adop
           relay.quoted() + " (" + targets + ") VALUES (" + values + "); RETURN NULL; END $f$");
   // Only the owner (the role that runs migrate) and the trigger call it.
   tx.exec("REVOKE ALL ON FUNCTION " + function + "() FROM PUBLIC");
-  // A disabled trigger (check_adopted names it) is enabled again, a missing one created.
-  if (const Trigger trigger = copy_trigger(tx, table); trigger != Trigger::kEnabled) {
-    try {
-      tx.exec(trigger == Trigger::kDisabled
-                  ? "ALTER TABLE " + table.quoted() + " ENABLE TRIGGER " +
-                        quoted_identifier(copy_trigger_name(table))
-                  : "CREATE TRIGGER " + quoted_identifier(copy_trigger_name(table)) +
-                        " AFTER INSERT ON " + table.quoted() + " FOR EACH ROW EXECUTE FUNCTION " +
-                        function + "()");
-    } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() == "55P03") {  // lock_not_available
-        throw SchemaError("could not lock " + table.plain() + " for its trigger within " +
-                          std::to_string(options.lock_timeout_ms) +
-                          " ms (a long transaction holds it); " + relay.plain() +
-                          " is made but nothing is copied yet: run adopt again");
-      }
-      throw;
-    }
-    result.applied.push_back(std::string(trigger == Trigger::kDisabled ? "enabled" : "created") +
-                             " trigger " + copy_trigger_name(table) + " on " + table.plain() +
-                             " (copies each new row into " + relay.plain() + ")");
+  return function;
+}
+
+// A disabled copy trigger (check_adopted names it) is enabled again, a missing one created;
+// returns what was done, "" if the trigger was in place. Taking the table's lock waits at most
+// `lock_timeout_ms` (SchemaError).
+std::string ensure_copy_trigger(pqxx::work& tx, const TableName& table, const TableName& relay,
+                                const std::string& function, int lock_timeout_ms) {
+  const Trigger trigger = copy_trigger(tx, table);
+  if (trigger == Trigger::kEnabled) {
+    return {};
   }
+  try {
+    tx.exec(trigger == Trigger::kDisabled
+                ? "ALTER TABLE " + table.quoted() + " ENABLE TRIGGER " +
+                      quoted_identifier(copy_trigger_name(table))
+                : "CREATE TRIGGER " + quoted_identifier(copy_trigger_name(table)) +
+                      " AFTER INSERT ON " + table.quoted() + " FOR EACH ROW EXECUTE FUNCTION " +
+                      function + "()");
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == "55P03") {  // lock_not_available
+      throw SchemaError("could not lock " + table.plain() + " for its trigger within " +
+                        std::to_string(lock_timeout_ms) + " ms (a long transaction holds it); " +
+                        relay.plain() + " is made but nothing is copied yet: run adopt again");
+    }
+    throw;
+  }
+  return std::string(trigger == Trigger::kDisabled ? "enabled" : "created") + " trigger " +
+         copy_trigger_name(table) + " on " + table.plain() + " (copies each new row into " +
+         relay.plain() + ")";
+}
+
+// The adopted table's row in outbox_meta: the relay table's shape, where it is relayed
+// through, and its columns by role.
+void record_adoption(pqxx::work& tx, const TableName& table, const TableName& relay,
+                     const TableInfo& info, const ColumnMap& columns) {
   std::vector<std::string> roles;
   std::vector<std::string> names;
-  for (const auto& [role, column] : options.columns.entries()) {
+  for (const auto& [role, column] : columns.entries()) {
     roles.push_back(role);
     names.push_back(column);
   }
@@ -241,6 +260,27 @@ MigrationResult adopt(pqxx::connection& conn, const TableName& table, const Adop
                      "EXCLUDED.columns, updated_at = now()",
                  table.table(), kSchemaVersion, info.shard_count, mode_name(info.mode),
                  info.partition_xids, relay.table(), pg_text_array(roles), pg_text_array(names));
+}
+
+}  // namespace
+
+MigrationResult adopt(pqxx::connection& conn, const TableName& table, const AdoptOptions& options) {
+  const TableName relay = relay_table_for(table);
+  MigrateOptions relay_options = options.relay_table;
+  relay_options.payload = check_adoptable(conn, table, options.columns);
+  MigrationResult result = migrate(conn, relay, relay_options);
+  const TableInfo info = inspect_table(conn, relay);
+
+  pqxx::work tx(conn);
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  tx.exec("SET LOCAL lock_timeout = " + std::to_string(options.lock_timeout_ms));
+  const auto types = require_mapped_columns(tx, table, options.columns);
+  const std::string function = create_copy_function(tx, table, relay, options.columns, types);
+  if (std::string done = ensure_copy_trigger(tx, table, relay, function, options.lock_timeout_ms);
+      !done.empty()) {
+    result.applied.push_back(std::move(done));
+  }
+  record_adoption(tx, table, relay, info, options.columns);
   tx.commit();
   result.applied.push_back("adopted " + table.plain() + " as " + options.columns.describe() +
                            " (copy function " + table.table() + "_relay_copy)");

@@ -201,15 +201,10 @@ std::vector<std::string> version_5(const TableName& t) {
 // This cluster's identity, recorded beside a log-mode table's progress.
 constexpr const char* kClusterIdSql = "(SELECT system_identifier::text FROM pg_control_system())";
 
-// Log mode (schema version 3, created whole): the outbox is insert-only and
-// partitioned by the inserting transaction's id, which the relay reads below the
-// oldest running transaction (pg_snapshot_xmin), in (xid, id) order, so a row
-// that commits late is never skipped. Its primary key serves that read.
-// Progress per shard, failures beside the log, a view of each event's status.
-void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
-                      std::int64_t partition_xids, const std::string& payload) {
+// The log itself, partitioned by the inserting transaction's id, and its default partition.
+void create_log(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
+                const std::string& payload) {
   const std::string q = t.quoted();
-  const std::string pending = sql(EventStatus::kPending);
   tx.exec("CREATE TABLE " + q +
           " (id bigserial NOT NULL,"
           "event_id uuid NOT NULL DEFAULT gen_random_uuid(),"
@@ -226,6 +221,10 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           shard_column(shard_count) + ", PRIMARY KEY (xid, id)) PARTITION BY RANGE (xid)");
   // Rows beyond the partitions made ahead land here rather than fail the insert.
   tx.exec("CREATE TABLE " + t.quoted_with_suffix("_pdefault") + " PARTITION OF " + q + " DEFAULT");
+}
+
+// <table>_progress: how far the relay has sent, one row per shard.
+void create_progress_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count) {
   // Updated in place once per batch: room on the page keeps the updates HOT.
   tx.exec("CREATE TABLE " + t.quoted_with_suffix("_progress") +
           " (shard integer PRIMARY KEY, xid xid8 NOT NULL DEFAULT '0', id bigint NOT NULL "
@@ -233,8 +232,11 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   tx.exec_params("INSERT INTO " + t.quoted_with_suffix("_progress") +
                      " (shard) SELECT generate_series(0, $1 - 1)",
                  shard_count);
-  // Failed events (copied whole, so retention never drops them) and the later
-  // events of their keys, parked behind them in order.
+}
+
+// <table>_retry: failed events (copied whole, so retention never drops them) and the later
+// events of their keys, parked behind them in order.
+void create_retry_table(pqxx::dbtransaction& tx, const TableName& t, const std::string& payload) {
   tx.exec("CREATE TABLE " + t.quoted_with_suffix("_retry") +
           " (id bigint PRIMARY KEY, xid xid8 NOT NULL, event_id uuid NOT NULL, biz_type text NOT "
           "NULL, biz_id text NOT NULL, payload " +
@@ -244,8 +246,12 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           "next_retry_time timestamptz NOT NULL, last_error text, updated_at timestamptz NOT "
           "NULL DEFAULT now(), headers jsonb)");
   tx.exec("CREATE INDEX \"" + t.table() + "_retry_pending\" ON " + t.quoted_with_suffix("_retry") +
-          " (biz_id, xid, id) WHERE status = " + pending);
-  // Each event as status mode would show it: for on-call queries and tests.
+          " (biz_id, xid, id) WHERE status = " + sql(EventStatus::kPending));
+}
+
+// <table>_status: each event as status mode would show it, for on-call queries and tests.
+void create_status_view(pqxx::dbtransaction& tx, const TableName& t) {
+  const std::string pending = sql(EventStatus::kPending);
   tx.exec("CREATE VIEW " + t.quoted_with_suffix("_status") +
           " AS SELECT e.id, e.event_id, e.biz_type, e.biz_id, e.payload, e.created_at, e.shard, "
           "e.xid, (CASE WHEN r.status IS NOT NULL THEN r.status WHEN (e.xid, e.id) <= (p.xid, "
@@ -253,9 +259,22 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
           sql(EventStatus::kSent) + " ELSE " + pending +
           " END)::smallint AS status, COALESCE(r.retry_count, 0) AS retry_count, "
           "r.next_retry_time, r.last_error FROM " +
-          q + " e JOIN " + t.quoted_with_suffix("_progress") +
+          t.quoted() + " e JOIN " + t.quoted_with_suffix("_progress") +
           " p ON p.shard = e.shard LEFT JOIN " + t.quoted_with_suffix("_retry") +
           " r ON r.id = e.id");
+}
+
+// Log mode (schema version 3, created whole): the outbox is insert-only and
+// partitioned by the inserting transaction's id, which the relay reads below the
+// oldest running transaction (pg_snapshot_xmin), in (xid, id) order, so a row
+// that commits late is never skipped. Its primary key serves that read.
+// Progress per shard, failures beside the log, a view of each event's status.
+void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
+                      std::int64_t partition_xids, const std::string& payload) {
+  create_log(tx, t, shard_count, payload);
+  create_progress_table(tx, t, shard_count);
+  create_retry_table(tx, t, payload);
+  create_status_view(tx, t);
   for (const auto& stmt : version_2(t)) {
     tx.exec(stmt);
   }
@@ -454,22 +473,21 @@ void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int f
   }
 }
 
-}  // namespace
-
-MigrationResult migrate(pqxx::connection& conn, const TableName& table,
-                        const MigrateOptions& options) {
+void check_migrate_options(const MigrateOptions& options) {
   if (options.shard_count < 1 || options.shard_count > 1024) {
     throw std::invalid_argument("shard count must be between 1 and 1024");
   }
   if (options.partition_xids < 1000) {
     throw std::invalid_argument("partition size must be at least 1000 transaction ids");
   }
-  pqxx::work tx(conn);
-  // Serialise concurrent migrations of the same table (two pods starting at once).
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
-  MigrationResult result;
-  const std::optional<MetaRow> meta = read_meta(tx, table);
-  const std::string payload = payload_sql_type(options.payload.value_or(PayloadType::kJson));
+}
+
+// The mode to migrate the table in: an existing table's own (asking for another mode or
+// payload type is a SchemaError, and so is an adopted table), a new table's as asked, status
+// by default. Sets result.from_version, and notes when the existing shard count is kept.
+TableMode table_mode(pqxx::transaction_base& tx, const TableName& table,
+                     const std::optional<MetaRow>& meta, const MigrateOptions& options,
+                     MigrationResult& result) {
   TableMode mode = options.mode.value_or(TableMode::kStatus);
   if (meta && meta->adopted) {
     throw SchemaError("table " + table.plain() + " is adopted (relayed through " + table.table() +
@@ -494,21 +512,26 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                       std::to_string(result.from_version) + ", newer than this binary's " +
                       std::to_string(kSchemaVersion) + ": upgrade the operator");
   }
-  if (mode == TableMode::kStatus) {
-    upgrade_status_table(tx, table, options.shard_count, payload, result.from_version, result);
-  } else if (meta) {
-    upgrade_log_table(tx, table, result.from_version, result);
-  } else {
-    create_log_table(tx, table, options.shard_count, options.partition_xids, payload);
-    tx.exec_params("INSERT INTO " + outbox_meta(table) +
-                       " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
-                       "$2, $3, 'log', $4)",
-                   table.table(), kSchemaVersion, options.shard_count, options.partition_xids);
-    result.applied.push_back("v3 (log mode): created " + table.plain() +
-                             " partitioned by transaction id, " + table.table() + "_progress, " +
-                             table.table() + "_retry, the " + table.table() +
-                             "_status view, trigger and " + table.table() + "_enqueue()");
-  }
+  return mode;
+}
+
+// A new log-mode table, created whole at the current version, and its outbox_meta row.
+void create_new_log_table(pqxx::dbtransaction& tx, const TableName& table,
+                          const MigrateOptions& options, const std::string& payload,
+                          MigrationResult& result) {
+  create_log_table(tx, table, options.shard_count, options.partition_xids, payload);
+  tx.exec_params("INSERT INTO " + outbox_meta(table) +
+                     " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
+                     "$2, $3, 'log', $4)",
+                 table.table(), kSchemaVersion, options.shard_count, options.partition_xids);
+  result.applied.push_back("v3 (log mode): created " + table.plain() +
+                           " partitioned by transaction id, " + table.table() + "_progress, " +
+                           table.table() + "_retry, the " + table.table() +
+                           "_status view, trigger and " + table.table() + "_enqueue()");
+}
+
+// outbox_meta records the table at this binary's version, and a log-mode table's cluster.
+void record_version(pqxx::transaction_base& tx, const TableName& table, TableMode mode) {
   tx.exec_params("UPDATE " + outbox_meta(table) +
                      " SET version = $2, updated_at = now() WHERE table_name = $1",
                  table.table(), kSchemaVersion);
@@ -519,6 +542,28 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
                        " WHERE table_name = $1 AND cluster_id IS NULL",
                    table.table());
   }
+}
+
+}  // namespace
+
+MigrationResult migrate(pqxx::connection& conn, const TableName& table,
+                        const MigrateOptions& options) {
+  check_migrate_options(options);
+  pqxx::work tx(conn);
+  // Serialise concurrent migrations of the same table (two pods starting at once).
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
+  MigrationResult result;
+  const std::optional<MetaRow> meta = read_meta(tx, table);
+  const std::string payload = payload_sql_type(options.payload.value_or(PayloadType::kJson));
+  const TableMode mode = table_mode(tx, table, meta, options, result);
+  if (mode == TableMode::kStatus) {
+    upgrade_status_table(tx, table, options.shard_count, payload, result.from_version, result);
+  } else if (meta) {
+    upgrade_log_table(tx, table, result.from_version, result);
+  } else {
+    create_new_log_table(tx, table, options, payload, result);
+  }
+  record_version(tx, table, mode);
   tx.commit();
   result.to_version = kSchemaVersion;
   return result;
