@@ -15,7 +15,6 @@
 #include "common/identity.hpp"
 #include "common/log.hpp"
 #include "common/stop.hpp"
-#include "common/version.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
@@ -70,125 +69,18 @@ std::optional<std::chrono::system_clock::time_point> parse_created_at(const std:
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
 }
 
-const char kTopicPublished[] = "outbox_topic_events_published_total";
-const char kTopicPublishedHelp[] = "Events acknowledged by Kafka and marked sent, by topic";
-const char kTopicFailed[] = "outbox_topic_events_failed_total";
-const char kTopicFailedHelp[] =
-    "Events moved to FAILED by Kafka's answer (attempts used up, or refused for good), by topic";
-
-// `labels` and one more.
-metrics::Labels with(metrics::Labels labels, const std::string& name, const std::string& value) {
-  labels[name] = value;
+// The labels of every series: RelayConfig::metric_labels and the table's.
+metrics::Labels series_labels(metrics::Labels labels, const TableName& table) {
+  labels["table"] = table.plain();
   return labels;
 }
 
 }  // namespace
 
-RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
-    : published(r.counter("outbox_events_published_total",
-                          "Events acknowledged by Kafka and marked sent", labels)),
-      failed(r.counter("outbox_events_failed_total",
-                       "Events moved to FAILED (poison or attempts used up)", labels)),
-      retried(r.counter("outbox_events_retried_total", "Delivery failures that scheduled a retry",
-                        labels)),
-      deferred(r.counter("outbox_events_deferred_total",
-                         "Events left pending, no attempt counted, because Kafka was unreachable",
-                         labels)),
-      order_anomalies(
-          r.counter("outbox_order_anomalies_total",
-                    "Events delivered out of their key's order: after an earlier event of "
-                    "the key failed, or after a later event (higher id) of the key",
-                    labels)),
-      dead_lettered(r.counter("outbox_events_dead_lettered_total",
-                              "Events moved to FAILED whose copy reached the dead-letter topic",
-                              labels)),
-      dead_letter_refused(r.counter(
-          "outbox_dead_letter_refused_total",
-          "Events moved to FAILED whose copy for the dead-letter topic was not delivered (the "
-          "row is FAILED all the same)",
-          labels)),
-      batch_size(r.histogram("outbox_batch_size", "Events per claimed batch",
-                             {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, labels)),
-      publish_latency(r.histogram("outbox_publish_latency_seconds",
-                                  "From claim to the last delivery report of a batch",
-                                  metrics::latency_buckets(), labels)),
-      delivery_lag(r.histogram(
-          "outbox_delivery_lag_seconds",
-          "From an event's created_at (the database's clock at insert) to its delivery report "
-          "(the relay's clock): what a consumer waits; clock skew between the two shows in it",
-          {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
-          labels)),
-      claim_duration(r.histogram("outbox_claim_seconds",
-                                 "One claim query, as the relay waits for it",
-                                 metrics::latency_buckets(), labels)),
-      write_back_duration(r.histogram("outbox_write_back_seconds",
-                                      "Writing settled batches' outcome back (and their "
-                                      "dead-letter copies) in one statement, behind the sends",
-                                      metrics::latency_buckets(), labels)),
-      housekeeping_duration(r.histogram(
-          "outbox_housekeeping_seconds",
-          "Rebalancing shards, table maintenance and measuring the backlog between batches; the "
-          "relay claims nothing meanwhile",
-          metrics::latency_buckets(), labels)),
-      build_info(r.gauge("outbox_build_info", "1, labelled with the binary's version",
-                         with(labels, "version", kVersion))),
-      pending(r.gauge("outbox_pending_events", "Pending events (database clock)", labels)),
-      failed_events(r.gauge("outbox_failed_events", "Events in FAILED", labels)),
-      stuck(
-          r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold", labels)),
-      oldest_pending_seconds(r.gauge("outbox_oldest_pending_seconds",
-                                     "Age of the oldest pending event, on the database clock",
-                                     labels)),
-      shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", labels)),
-      members(r.gauge("outbox_relay_members", "Live relay replicas on this table", labels)),
-      database_up(r.gauge("outbox_database_up", "1 when the database session is up", labels)),
-      database_moved(r.gauge("outbox_database_moved",
-                             "1 while the relay refuses the table because its progress comes from "
-                             "another PostgreSQL cluster (run migrate --rebase)",
-                             labels)),
-      dead_tuples(r.gauge("outbox_table_dead_tuples",
-                          "Dead tuples in the outbox table (claims step over them until vacuum)",
-                          labels)),
-      live_tuples(r.gauge("outbox_table_live_tuples", "Live tuples in the outbox table", labels)),
-      oldest_transaction_seconds(
-          r.gauge("outbox_database_oldest_transaction_seconds",
-                  "Age of the oldest open transaction holding back vacuum (xmin horizon)", labels)),
-      last_vacuum_timestamp(r.gauge(
-          "outbox_table_last_vacuum_timestamp_seconds",
-          "Unix time of the outbox table's last vacuum or autovacuum (database clock); 0 when "
-          "not vacuumed since the statistics were reset, so time() minus it alerts as very old",
-          labels)),
-      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka", labels)),
-      registry_(r),
-      labels_(labels) {
-  r.describe_counter(kTopicPublished, kTopicPublishedHelp);
-  r.describe_counter(kTopicFailed, kTopicFailedHelp);
-}
-
-metrics::Counter& RelayMetrics::by_topic(std::map<std::string, metrics::Counter*>& known,
-                                         const char* name, const char* help,
-                                         const std::string& topic) {
-  if (auto it = known.find(topic); it != known.end()) {
-    return *it->second;
-  }
-  metrics::Counter& c = registry_.counter(name, help, with(labels_, "topic", topic));
-  known.emplace(topic, &c);
-  return c;
-}
-
-metrics::Counter& RelayMetrics::published_to(const std::string& topic) {
-  return by_topic(published_to_, kTopicPublished, kTopicPublishedHelp, topic);
-}
-
-metrics::Counter& RelayMetrics::failed_to(const std::string& topic) {
-  return by_topic(failed_to_, kTopicFailed, kTopicFailedHelp, topic);
-}
-
 Relay::Relay(RelayConfig config, metrics::Registry& registry)
     : config_(std::move(config)),
       table_(TableName::parse(config_.table)),
-      metrics_(registry, with(config_.metric_labels, "table", table_.plain())) {
-  metrics_.build_info.set(1);
+      metrics_(registry, series_labels(config_.metric_labels, table_)) {
   if (config_.batch_size < 1) {
     throw std::invalid_argument("batch size must be at least 1");
   }
