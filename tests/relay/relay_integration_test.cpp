@@ -714,11 +714,11 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
   auto c = testing::OutboxTestTable().relay_config();
   c.table = testbed::unique_name("not_yet");
   testing::ThreadRelay relay(c);
-  ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
-  EXPECT_NE(relay.relay().problem().find("does not exist"), std::string::npos)
-      << relay.relay().problem();
-  EXPECT_NE(relay.relay().problem().find("migrate"), std::string::npos) << "says what to fix";
-  EXPECT_FALSE(relay.relay().ready());
+  ASSERT_TRUE(testing::eventually([&] { return !relay.health().problem().empty(); }, 10s));
+  EXPECT_NE(relay.health().problem().find("does not exist"), std::string::npos)
+      << relay.health().problem();
+  EXPECT_NE(relay.health().problem().find("migrate"), std::string::npos) << "says what to fix";
+  EXPECT_FALSE(relay.health().ready());
   pqxx::connection conn(c.dsn);
   auto table = TableName::parse(c.table);
   testing::migrate_for_test(conn, table);
@@ -738,7 +738,7 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
                    .as<int>() == 1;
       },
       30s));
-  EXPECT_TRUE(relay.relay().problem().empty());
+  EXPECT_TRUE(relay.health().problem().empty());
 }
 
 // spec.relay.shards reaches the relay as --shards: a table created with another
@@ -751,12 +751,12 @@ TEST(Relay, ATableWithAnotherShardCountThanSetIsRefusedNamingBoth) {
   c.shards = 64;
   {
     testing::ThreadRelay relay(c);
-    ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
-    const std::string problem = relay.relay().problem();
+    ASSERT_TRUE(testing::eventually([&] { return !relay.health().problem().empty(); }, 10s));
+    const std::string problem = relay.health().problem();
     EXPECT_NE(problem.find("shards is 64 but table " + t.table.plain() + " was created with 16"),
               std::string::npos)
         << problem;
-    EXPECT_FALSE(relay.relay().ready());
+    EXPECT_FALSE(relay.health().ready());
     std::this_thread::sleep_for(1s);
     EXPECT_EQ(t.count("status = 1"), 0) << "nothing published on the wrong count";
   }
