@@ -483,6 +483,25 @@ TEST(Relay, KafkaDownDefersWithoutBurningAttemptsAndDrainsWhenBack) {
   EXPECT_EQ(per_key_order_problem(got), "");
 }
 
+// Kafka unreachable without stopping the shared broker (so that it runs beside other tests):
+// a relay whose bootstrap is a port nobody listens on defers its batch without counting an
+// attempt, says Kafka is down, and its events stay pending.
+TEST(Relay, AnUnreachableBrokerDefersWithoutBurningAttempts) {
+  OutboxTestTable t;
+  auto c = t.relay_config("127.0.0.1:1");
+  c.kafka.message_timeout = 1s;
+  ThreadRelay relay(c);
+  t.insert(30, 5);
+  ASSERT_TRUE(eventually(
+      [&] { return metric(relay, "outbox_events_deferred_total", c.table) >= 30; }, 30s));
+  EXPECT_EQ(metric(relay, "outbox_kafka_up", c.table), 0);
+  std::this_thread::sleep_for(3s);  // a pause, a probe or another batch timing out
+  EXPECT_EQ(t.count("status = 0"), 30) << "deferred events stay pending";
+  EXPECT_EQ(t.count("retry_count > 0"), 0) << "no attempt is counted while Kafka is unreachable";
+  EXPECT_EQ(t.count("status = 2"), 0);
+  EXPECT_EQ(metric(relay, "outbox_kafka_up", c.table), 0);
+}
+
 // One event of key `key` larger than the 10,000 bytes the poison tests allow a message.
 void enqueue_too_large(const OutboxTestTable& t, const std::string& key) {
   pqxx::connection conn(t.dsn);
