@@ -55,7 +55,8 @@ double drain_with_relay(const FloodParams& p, const TableName& table, const std:
       registry.counter("outbox_events_published_total", "", {{"table", table.plain()}});
   std::stop_source stop;
   const auto start = Clock::now();
-  auto relay = std::make_unique<relay::Relay>(c, registry);
+  relay::RelayHealth health;
+  auto relay = std::make_unique<relay::Relay>(c, registry, health);
   std::thread thread([&] { relay->run(stop.get_token()); });
   const auto deadline = start + std::chrono::minutes(10);
   while (published.value() < static_cast<double>(p.events) && Clock::now() < deadline) {

@@ -170,7 +170,8 @@ RelayRate run_relay_e2e(const Options& o, const std::string& id, int round) {
       registry.counter("outbox_events_published_total", "", {{"table", t.name().plain()}});
   std::stop_source stop;
   const auto start = Clock::now();
-  auto relay = std::make_unique<relay::Relay>(c, registry);
+  relay::RelayHealth health;
+  auto relay = std::make_unique<relay::Relay>(c, registry, health);
   std::thread thread([&] { relay->run(stop.get_token()); });
   const auto deadline = start + std::chrono::minutes(10);
   // The counter grows after mark_sent returned: the rows are status = 1 by then.

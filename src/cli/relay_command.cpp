@@ -1,4 +1,5 @@
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -90,23 +91,24 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   return c;
 }
 
-std::unique_ptr<http::HealthServer> serve_health(const ListenAddress& at, relay::Relay& relay,
+std::unique_ptr<http::HealthServer> serve_health(const ListenAddress& at,
+                                                 const relay::RelayHealth& health,
                                                  metrics::Registry& registry,
                                                  InspectEndpoint& inspect) {
   auto server = std::make_unique<http::HealthServer>(
       at.address, at.port,
       std::map<std::string, http::HealthServer::Handler>{
           {"/healthz",
-           [&relay] {
-             bool alive = relay.since_last_beat() < std::chrono::seconds(60);
+           [&health] {
+             bool alive = health.since_last_beat() < std::chrono::seconds(60);
              return http::Response{alive ? 200 : 503, "text/plain",
                                    alive ? "ok\n" : "relay loop stalled\n"};
            }},
           {"/readyz",
-           [&relay] {
-             std::string problem = relay.problem();
-             return http::Response{relay.ready() ? 200 : 503, "text/plain",
-                                   relay.ready()     ? "ready\n"
+           [&health] {
+             std::string problem = health.problem();
+             return http::Response{health.ready() ? 200 : 503, "text/plain",
+                                   health.ready()    ? "ready\n"
                                    : problem.empty() ? "starting\n"
                                                      : problem + "\n"};
            }},
@@ -128,7 +130,7 @@ struct StatusReport {
   std::unique_ptr<relay::StatusReporter> reporter;
 };
 
-StatusReport report_status(const RelayOptions& o, const relay::Relay& relay) {
+StatusReport report_status(const RelayOptions& o, const relay::RelayHealth& health) {
   StatusReport out;
   if (o.report_status.empty()) {
     return out;
@@ -138,14 +140,14 @@ StatusReport report_status(const RelayOptions& o, const relay::Relay& relay) {
       o.kubeconfig.empty() ? kube::load_default_config() : kube::load_kubeconfig(o.kubeconfig));
   out.reporter = std::make_unique<relay::StatusReporter>(
       *out.client, relay::StatusReporterOptions{ns, name, parse_duration(o.report_interval)},
-      [&relay] {
+      [&health] {
         relay::RelayReport report;
-        if (!relay.ready()) {
-          report.problem = relay.problem();
-          report.reason = relay.problem_reason();
+        if (!health.ready()) {
+          report.problem = health.problem();
+          report.reason = health.problem_reason();
         }
-        report.backlog = relay.backlog();
-        report.database_tls = relay.database_tls();
+        report.backlog = health.backlog();
+        report.database_tls = health.database_tls();
         return report;
       });
   spdlog::info("reporting the backlog to outboxrelay {}/{} every {}", ns, name, o.report_interval);
@@ -164,12 +166,25 @@ Action add_relay_command(CLI::App& app) {
     const ListenAddress listen = parse_listen(o->listen);
     const std::stop_token stop = install_stop_signals();
     metrics::Registry registry;
-    relay::Relay relay(config, registry);
+    relay::RelayHealth health;
+    // Null when the producer refused the Kafka properties: then the pod stays up and not
+    // ready, so that the refusal reaches /readyz and status instead of a crash loop.
+    std::unique_ptr<relay::Relay> worker;
+    std::string refused;
+    try {
+      worker = std::make_unique<relay::Relay>(config, registry, health);
+    } catch (const relay::KafkaRefused& e) {
+      refused = e.what();
+    }
     InspectEndpoint inspect(
         {[o] { return o->db.resolve_dsn(); }, TableName::parse(config.table), config.columns});
-    auto server = serve_health(listen, relay, registry, inspect);
-    StatusReport status = report_status(*o, relay);
-    relay.run(stop);
+    auto server = serve_health(listen, health, registry, inspect);
+    StatusReport status = report_status(*o, health);
+    if (worker) {
+      worker->run(stop);
+    } else {
+      relay::stay_not_ready(health, refused, stop);
+    }
     return 0;
   };
 }

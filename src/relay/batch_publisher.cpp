@@ -182,6 +182,22 @@ void note_id_order(const std::vector<OutboxEvent>& sent, const std::vector<std::
   }
 }
 
+// Every event of `sent` that `s` does not deliver holds its key back; then the counts.
+void hold_undelivered(const std::vector<OutboxEvent>& sent, Settlement& s) {
+  const std::unordered_set<std::int64_t> delivered(s.delivered.begin(), s.delivered.end());
+  for (const OutboxEvent& e : sent) {
+    s.ids.push_back(e.id);
+    if (delivered.count(e.id) == 0) {
+      s.held_keys.insert(e.biz_id);
+      s.event_ids.emplace(e.id, e.event_id);
+    }
+  }
+  s.outcome.delivered = s.delivered.size();
+  for (const auto& d : s.decisions) {
+    ++(d.failed ? s.outcome.failed : s.outcome.retried);
+  }
+}
+
 }  // namespace
 
 Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
@@ -233,19 +249,7 @@ Settlement judge_deliveries(const std::vector<OutboxEvent>& sent,
       }
     }
   }
-  // Every event not delivered holds its key back.
-  const std::unordered_set<std::int64_t> delivered(s.delivered.begin(), s.delivered.end());
-  for (const OutboxEvent& e : sent) {
-    s.ids.push_back(e.id);
-    if (delivered.count(e.id) == 0) {
-      s.held_keys.insert(e.biz_id);
-      s.event_ids.emplace(e.id, e.event_id);
-    }
-  }
-  out.delivered = s.delivered.size();
-  for (const auto& d : s.decisions) {
-    ++(d.failed ? out.failed : out.retried);
-  }
+  hold_undelivered(sent, s);
   return s;
 }
 

@@ -15,7 +15,6 @@
 #include "common/identity.hpp"
 #include "common/log.hpp"
 #include "common/stop.hpp"
-#include "common/version.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 #include "outbox/shards.hpp"
@@ -23,19 +22,7 @@
 namespace outbox::relay {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// A writer whose insert trigger ran just before the relay's <table>_waiting entry was
-// visible sent no NOTIFY, but its commit follows within moments: a claim that begins
-// this long after the entry sees it.
-constexpr std::chrono::milliseconds kCommitRace{50};
-// A registered relay that has not waited for work for this long withdraws its entry, and
-// so does one that received more than kMaxNotifies NOTIFYs in such a window (over 1,000
-// a second): under load it claims anyway, and notifying commits are serialised, which
-// costs the writers (their commit p50 rose from 1.2-1.5 to 2.0-3.0 ms at 2,000 events/s
-// with a relay that stayed registered, docs/benchmarks.md).
-constexpr std::chrono::milliseconds kBusyBeforeWithdraw{100};
-constexpr std::uint64_t kMaxNotifies = 100;
+using Clock = TurnClock;
 
 // A settlement after which rows may be claimable that no NOTIFY announces: an event it
 // did not deliver (kept back, retried, parked, deferred) waits to be claimed again, and
@@ -52,9 +39,10 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-long long now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-      .count();
+// The labels of every series: RelayConfig::metric_labels and the table's.
+metrics::Labels series_labels(metrics::Labels labels, const TableName& table) {
+  labels["table"] = table.plain();
+  return labels;
 }
 
 // created_at as the claim renders it (RFC 3339, UTC, microseconds); nullopt if not.
@@ -70,197 +58,72 @@ std::optional<std::chrono::system_clock::time_point> parse_created_at(const std:
   return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
 }
 
-const char kTopicPublished[] = "outbox_topic_events_published_total";
-const char kTopicPublishedHelp[] = "Events acknowledged by Kafka and marked sent, by topic";
-const char kTopicFailed[] = "outbox_topic_events_failed_total";
-const char kTopicFailedHelp[] =
-    "Events moved to FAILED by Kafka's answer (attempts used up, or refused for good), by topic";
+// `config` with its identity filled in. Throws std::invalid_argument for a batch size or a
+// max attempts below 1.
+RelayConfig checked(RelayConfig config) {
+  if (config.batch_size < 1) {
+    throw std::invalid_argument("batch size must be at least 1");
+  }
+  if (config.publish.max_attempts < 1) {
+    throw std::invalid_argument("max attempts must be at least 1");
+  }
+  if (config.identity.empty()) {
+    config.identity = process_identity();
+  }
+  return config;
+}
 
-// `labels` and one more.
-metrics::Labels with(metrics::Labels labels, const std::string& name, const std::string& value) {
-  labels[name] = value;
-  return labels;
+// What `make` makes (a Kafka client), with the properties it refuses thrown as KafkaRefused.
+template <typename Make>
+auto kafka_client(Make make) -> decltype(make()) {
+  try {
+    return make();
+  } catch (const std::invalid_argument& e) {
+    throw KafkaRefused(e.what());
+  }
 }
 
 }  // namespace
 
-RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
-    : published(r.counter("outbox_events_published_total",
-                          "Events acknowledged by Kafka and marked sent", labels)),
-      failed(r.counter("outbox_events_failed_total",
-                       "Events moved to FAILED (poison or attempts used up)", labels)),
-      retried(r.counter("outbox_events_retried_total", "Delivery failures that scheduled a retry",
-                        labels)),
-      deferred(r.counter("outbox_events_deferred_total",
-                         "Events left pending, no attempt counted, because Kafka was unreachable",
-                         labels)),
-      order_anomalies(
-          r.counter("outbox_order_anomalies_total",
-                    "Events delivered out of their key's order: after an earlier event of "
-                    "the key failed, or after a later event (higher id) of the key",
-                    labels)),
-      dead_lettered(r.counter("outbox_events_dead_lettered_total",
-                              "Events moved to FAILED whose copy reached the dead-letter topic",
-                              labels)),
-      dead_letter_refused(r.counter(
-          "outbox_dead_letter_refused_total",
-          "Events moved to FAILED whose copy for the dead-letter topic was not delivered (the "
-          "row is FAILED all the same)",
-          labels)),
-      batch_size(r.histogram("outbox_batch_size", "Events per claimed batch",
-                             {1, 5, 10, 50, 100, 250, 500, 1000, 5000}, labels)),
-      publish_latency(r.histogram("outbox_publish_latency_seconds",
-                                  "From claim to the last delivery report of a batch",
-                                  metrics::latency_buckets(), labels)),
-      delivery_lag(r.histogram(
-          "outbox_delivery_lag_seconds",
-          "From an event's created_at (the database's clock at insert) to its delivery report "
-          "(the relay's clock): what a consumer waits; clock skew between the two shows in it",
-          {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
-          labels)),
-      claim_duration(r.histogram("outbox_claim_seconds",
-                                 "One claim query, as the relay waits for it",
-                                 metrics::latency_buckets(), labels)),
-      write_back_duration(r.histogram("outbox_write_back_seconds",
-                                      "Writing settled batches' outcome back (and their "
-                                      "dead-letter copies) in one statement, behind the sends",
-                                      metrics::latency_buckets(), labels)),
-      housekeeping_duration(r.histogram(
-          "outbox_housekeeping_seconds",
-          "Rebalancing shards, table maintenance and measuring the backlog between batches; the "
-          "relay claims nothing meanwhile",
-          metrics::latency_buckets(), labels)),
-      build_info(r.gauge("outbox_build_info", "1, labelled with the binary's version",
-                         with(labels, "version", kVersion))),
-      pending(r.gauge("outbox_pending_events", "Pending events (database clock)", labels)),
-      failed_events(r.gauge("outbox_failed_events", "Events in FAILED", labels)),
-      stuck(
-          r.gauge("outbox_stuck_events", "Pending events older than the stuck threshold", labels)),
-      oldest_pending_seconds(r.gauge("outbox_oldest_pending_seconds",
-                                     "Age of the oldest pending event, on the database clock",
-                                     labels)),
-      shards_owned(r.gauge("outbox_shards_owned", "Shards this replica publishes", labels)),
-      members(r.gauge("outbox_relay_members", "Live relay replicas on this table", labels)),
-      database_up(r.gauge("outbox_database_up", "1 when the database session is up", labels)),
-      database_moved(r.gauge("outbox_database_moved",
-                             "1 while the relay refuses the table because its progress comes from "
-                             "another PostgreSQL cluster (run migrate --rebase)",
-                             labels)),
-      dead_tuples(r.gauge("outbox_table_dead_tuples",
-                          "Dead tuples in the outbox table (claims step over them until vacuum)",
-                          labels)),
-      live_tuples(r.gauge("outbox_table_live_tuples", "Live tuples in the outbox table", labels)),
-      oldest_transaction_seconds(
-          r.gauge("outbox_database_oldest_transaction_seconds",
-                  "Age of the oldest open transaction holding back vacuum (xmin horizon)", labels)),
-      last_vacuum_timestamp(r.gauge(
-          "outbox_table_last_vacuum_timestamp_seconds",
-          "Unix time of the outbox table's last vacuum or autovacuum (database clock); 0 when "
-          "not vacuumed since the statistics were reset, so time() minus it alerts as very old",
-          labels)),
-      kafka_up(r.gauge("outbox_kafka_up", "1 when the last batch or probe reached Kafka", labels)),
-      registry_(r),
-      labels_(labels) {
-  r.describe_counter(kTopicPublished, kTopicPublishedHelp);
-  r.describe_counter(kTopicFailed, kTopicFailedHelp);
-}
-
-metrics::Counter& RelayMetrics::by_topic(std::map<std::string, metrics::Counter*>& known,
-                                         const char* name, const char* help,
-                                         const std::string& topic) {
-  if (auto it = known.find(topic); it != known.end()) {
-    return *it->second;
-  }
-  metrics::Counter& c = registry_.counter(name, help, with(labels_, "topic", topic));
-  known.emplace(topic, &c);
-  return c;
-}
-
-metrics::Counter& RelayMetrics::published_to(const std::string& topic) {
-  return by_topic(published_to_, kTopicPublished, kTopicPublishedHelp, topic);
-}
-
-metrics::Counter& RelayMetrics::failed_to(const std::string& topic) {
-  return by_topic(failed_to_, kTopicFailed, kTopicFailedHelp, topic);
-}
-
-Relay::Relay(RelayConfig config, metrics::Registry& registry)
-    : config_(std::move(config)),
+// The metrics are registered before the producer may refuse its properties, so that /metrics
+// shows them (outbox_build_info among them) while the relay stays not ready.
+Relay::Relay(RelayConfig config, metrics::Registry& registry, RelayHealth& health)
+    : config_(checked(std::move(config))),
       table_(TableName::parse(config_.table)),
-      metrics_(registry, with(config_.metric_labels, "table", table_.plain())) {
-  metrics_.build_info.set(1);
-  if (config_.batch_size < 1) {
-    throw std::invalid_argument("batch size must be at least 1");
-  }
-  if (config_.publish.max_attempts < 1) {
-    throw std::invalid_argument("max attempts must be at least 1");
-  }
-  if (config_.identity.empty()) {
-    config_.identity = process_identity();
-  }
-  try {
-    producer_.emplace(config_.kafka);
-    dead_letter_producer_ = dead_letter_producer(config_.kafka, config_.publish);
-    publisher_.emplace(*producer_, config_.publish, dead_letter_producer_.get());
-  } catch (const std::invalid_argument& e) {
-    config_problem_ = e.what();
-  }
-  last_beat_ms_ = now_ms();
+      metrics_(registry, series_labels(config_.metric_labels, table_)),
+      health_(health),
+      producer_(kafka_client([this] { return kafka::BatchProducer(config_.kafka); })),
+      dead_letter_producer_(
+          kafka_client([this] { return dead_letter_producer(config_.kafka, config_.publish); })),
+      publisher_(producer_, config_.publish, dead_letter_producer_.get()) {
+  beat();
 }
 
 Relay::~Relay() = default;
 
-std::string Relay::problem() const {
-  std::lock_guard lock(mu_);
-  return problem_;
-}
-
-std::string Relay::database_tls() const {
-  std::lock_guard lock(mu_);
-  return database_tls_;
-}
-
-std::string Relay::problem_reason() const {
-  std::lock_guard lock(mu_);
-  return problem_reason_;
-}
-
-std::optional<Backlog> Relay::backlog() const {
-  std::lock_guard lock(mu_);
-  return backlog_;
-}
+Relay::Pipeline::Pipeline(const RelayConfig& config, WriteBehind::Write write,
+                          WriteBehind::Written written)
+    : behind(std::move(write), std::move(written), config.write_behind_linger),
+      gate(config.coalesce_window, config.poll_interval, config.batch_size),
+      housekeeping(TurnClock::now(), config.rebalance_interval, config.backlog_interval) {}
 
 // Logs a problem once when it appears or changes, and once when it clears.
 void Relay::set_problem(const std::string& problem, const std::string& reason) {
-  std::lock_guard lock(mu_);
-  problem_reason_ = reason;
-  if (problem == problem_) {
+  const std::optional<std::string> replaced = health_.set_problem(problem, reason);
+  if (!replaced) {
     return;
   }
   if (problem.empty()) {
-    spdlog::info("relay {} recovered from: {}", config_.identity, problem_);
+    spdlog::info("relay {} recovered from: {}", config_.identity, *replaced);
   } else {
     spdlog::error("{}; retrying with backoff", problem);
   }
-  problem_ = problem;
-}
-
-std::chrono::milliseconds Relay::since_last_beat() const {
-  return std::chrono::milliseconds(now_ms() - last_beat_ms_.load());
-}
-
-void Relay::beat() {
-  last_beat_ms_ = now_ms();
 }
 
 // The loop: one Session per database session; pump() until stopped, then drain().
 // An outage ends the session (closing it releases every shard) and the next one
 // starts after a backoff.
 void Relay::run(std::stop_token stop) {
-  if (!config_problem_.empty()) {
-    stay_not_ready(stop);
-    return;
-  }
   int outages = 0;  // in a row: the reconnect delay grows 0.5, 1, 2 ... 10 s
   while (!stop.stop_requested()) {
     try {
@@ -271,13 +134,14 @@ void Relay::run(std::stop_token stop) {
       outages = 0;
       set_problem({});
       Pipeline pipeline(
+          config_,
           [this, &session](const Settlement& settled) {  // on the write-back's thread
             const auto start = Clock::now();
-            BatchOutcome outcome = publisher_->write_back(session.store(), settled);
+            BatchOutcome outcome = publisher_.write_back(session.store(), settled);
             metrics_.write_back_duration.observe(seconds_since(start));
             return outcome;
           },
-          [this](const BatchOutcome& outcome) { record(outcome); }, config_.write_behind_linger);
+          [this](const BatchOutcome& outcome) { record(outcome); });
       pump(session, pipeline, stop);
       drain(session, pipeline, stop);
     } catch (const pqxx::broken_connection& e) {
@@ -300,7 +164,7 @@ void Relay::run(std::stop_token stop) {
       set_problem(std::string("database error: ") + e.what());
     }
     went_offline();
-    if (!problem().empty()) {
+    if (!health_.problem().empty()) {
       using std::chrono::milliseconds;
       sleep_unless_stopped(stop,
                            exponential_delay(milliseconds{500}, milliseconds{10'000}, outages++));
@@ -309,31 +173,14 @@ void Relay::run(std::stop_token stop) {
   }
   // After a drain this finds nothing left; after an outage it gives the abandoned
   // batch's messages their chance to go out.
-  producer_->flush(std::chrono::seconds(10));
+  producer_.flush(std::chrono::seconds(10));
   spdlog::info("relay {} stopped", config_.identity);
 }
 
-// Nothing can be published with these properties, and they are read only at
-// start. Staying up and not ready keeps the reason on /readyz (and so in the
-// resource's status) until the Secret is fixed and the pod restarted.
-void Relay::stay_not_ready(std::stop_token stop) {
-  spdlog::error("{} (then restart the relay); not ready until then", config_problem_);
-  {
-    std::lock_guard lock(mu_);
-    problem_ = config_problem_;
-  }
-  do {
-    beat();
-  } while (sleep_unless_stopped(stop, std::chrono::milliseconds(50)));
-}
-
 void Relay::went_online(Session& s) {
-  {
-    std::lock_guard lock(mu_);
-    database_tls_ = s.tls();
-  }
+  health_.set_database_tls(s.tls());
   metrics_.database_up.set(1);
-  ready_ = true;
+  health_.set_ready(true);
   spdlog::info("relay {} connected to {} ({}, TLS {}), member slot {}, {} shards", config_.identity,
                redact_dsn(config_.dsn), table_.plain(), s.tls(), s.shards().member_slot(),
                s.shard_count());
@@ -342,12 +189,11 @@ void Relay::went_online(Session& s) {
 // The session is gone: a batch in flight can no longer be written back on it; its
 // events stay pending and are published again (at least once).
 void Relay::went_offline() {
-  ready_ = false;
+  health_.set_ready(false);
   metrics_.database_up.set(0);
   metrics_.shards_owned.set(0);
-  publisher_->abandon();
-  std::lock_guard lock(mu_);
-  backlog_.reset();
+  publisher_.abandon();
+  health_.set_backlog(std::nullopt);
 }
 
 // Turns until `stop`: each turn claims at most once (claim_next) and
@@ -363,16 +209,16 @@ void Relay::pump(Session& s, Pipeline& p, std::stop_token stop) {
 // flush, then hand the shards back at once.
 void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
   try {
-    while (publisher_->in_flight() || !p.behind.empty()) {
+    while (publisher_.in_flight() || !p.behind.empty()) {
       turn(s, p, stop);
     }
-    if (p.waiting) {  // or every insert notifies until another relay clears the entry
+    if (p.wake.registered()) {  // or every insert notifies until another relay clears the entry
       s.set_waiting(false);
     }
   } catch (const std::exception& e) {
     spdlog::warn("writing back the last batches: {}", e.what());
   }
-  producer_->flush(std::chrono::seconds(10));
+  producer_.flush(std::chrono::seconds(10));
   try {
     s.shards().release_all();
   } catch (const std::exception& e) {
@@ -381,105 +227,107 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
 }
 
 // One turn. Between batches: keep the shard share and the backlog fresh, and
-// respect a Kafka pause. Then claim the next batch (unless that claim is provably
-// empty, or held for the coalesce window) while earlier settlements are written back
-// behind it; then either settle the batch in flight and send the next, or, with nothing
-// in flight, send what was claimed or wait for work (until a lingering settlement is
-// due, when there is one).
-//
-// Rebalancing may release shards, so it waits until nothing is in flight or behind:
-// a shard is never handed over with its events still on the way or unmarked. For
-// the same reason claims stop once a rebalance is due while anything is in flight or
-// behind.
+// respect a Kafka pause. Then claim the next batch (unless claims_now() says no)
+// while earlier settlements are written back behind it; then either settle the batch
+// in flight and send the next, or, with nothing in flight, send what was claimed or
+// wait for work, or send beside the write-back (or wait until a lingering settlement
+// is due).
 void Relay::turn(Session& s, Pipeline& p, std::stop_token stop) {
   catch_up_behind(p);
-  const bool busy = publisher_->in_flight() || !p.behind.empty();
+  const bool busy = publisher_.in_flight() || !p.behind.empty();
   if (!busy) {
     keep_up(s, p);
-    if (Clock::now() < kafka_paused_until_) {
+    if (kafka_pause_.paused(Clock::now())) {
       wait_out_kafka_pause(s, stop);
       return;
     }
   }
   withdraw_when_busy(s, p);
-  bool claim = !busy || (!stop.stop_requested() && Clock::now() < p.next_rebalance);
-  if (claim && (Clock::now() < p.hold_until || nothing_to_claim(s, p))) {
-    claim = false;
-  }
+  const bool claim = claims_now(s, p, busy, stop);
   const auto claimed_at = Clock::now();
   // The claim cannot see what the settlements behind have not written yet.
   std::set<std::string> held = p.behind.held_keys();
   std::vector<OutboxEvent> next = claim ? claim_next(s, p) : std::vector<OutboxEvent>{};
-  if (publisher_->in_flight()) {
+  if (publisher_.in_flight()) {
     settle_and_send_next(s, p, std::move(next), std::move(held), claimed_at);
   } else if (!busy) {
     send_or_wait(s, p, std::move(next), claimed_at, stop);
-  } else if (!next.empty()) {  // a write-back running or lingering
-    p.behind.wait_unless_younger_than(config_.write_behind_limit);
-    send_batch(p, std::move(next), claimed_at, held);
-  } else if (!p.behind.running()) {
-    // A settlement lingers for others to join it: wait for work until it is due.
-    wait_for_work(s, p, p.behind.linger_left(), stop);
-  }  // else the next turn waits for the write-back again
+  } else {
+    send_beside_write_back(s, p, std::move(next), held, claimed_at, stop);
+  }
+}
+
+// Whether this turn claims. Rebalancing may release shards, so it waits until nothing
+// is in flight or behind: a shard is never handed over with its events still on the
+// way or unmarked. For the same reason claims stop once a rebalance is due (or the
+// relay drains) while anything is in flight or behind. Then the claim gate: no claim
+// while held for the coalesce window, or when it would be provably empty (so a quiet
+// relay pays one claim per wake-up).
+bool Relay::claims_now(Session& s, Pipeline& p, bool busy, std::stop_token stop) {
+  if (busy && (stop.stop_requested() || p.housekeeping.rebalance_due(Clock::now()))) {
+    return false;
+  }
+  if (p.gate.held(Clock::now())) {
+    return false;
+  }
+  if (!p.wake.registered()) {
+    return true;  // commits notify nobody: only a claim can tell
+  }
+  const bool rows_wait = s.store().claims().rows_wait_for_older_transaction() ||
+                         s.claim_session().rows_wait_for_older_transaction();
+  return !p.gate.provably_empty(Clock::now(), p.wake, s.notifications(), rows_wait);
 }
 
 // Collects the write-backs that ended (with nothing in flight, waits a little for a
 // running one), and re-enables the claim once a settlement that freed rows is written.
 void Relay::catch_up_behind(Pipeline& p) {
   p.behind.poll();
-  if (!publisher_->in_flight() && p.behind.running()) {
+  if (!publisher_.in_flight() && p.behind.running()) {
     wait_behind(p);
   }
-  if (p.frees_once_written != 0 && p.behind.written_through() >= p.frees_once_written) {
-    p.claim_needed = true;  // what it freed is visible to claims now
-    p.frees_once_written = 0;
-  }
+  p.gate.written_through(p.behind.written_through());
 }
 
-// Rebalances when due (only called with nothing in flight) and measures the backlog.
+// Rebalances and measures the backlog when due (only called with nothing in flight).
 void Relay::keep_up(Session& s, Pipeline& p) {
   const auto now = Clock::now();
-  const bool rebalance = now >= p.next_rebalance;
-  const bool measure = now >= p.next_backlog;
-  if (rebalance) {
-    ShardOwnership& shards = s.shards();
-    if (shards.rebalance()) {
-      spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
-                   shards.owned().size(), shards.shard_count(), shards.live_members());
-      p.claim_needed = true;  // shards came: their rows may have been announced before
-    }
-    metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
-    metrics_.members.set(shards.live_members());
-    p.next_rebalance = now + config_.rebalance_interval;
+  const HousekeepingSchedule::Due due = p.housekeeping.take(now);
+  if (due.rebalance) {
+    rebalance(s, p);
   }
-  if (measure) {
-    p.next_backlog = now + config_.backlog_interval;
+  if (due.measure) {
     s.store().maintain(s.shards().owned());
     measure_backlog(s);
   }
-  if (rebalance || measure) {
+  if (due.any()) {
     metrics_.housekeeping_duration.observe(seconds_since(now));
   }
+}
+
+void Relay::rebalance(Session& s, Pipeline& p) {
+  ShardOwnership& shards = s.shards();
+  if (shards.rebalance()) {
+    spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,
+                 shards.owned().size(), shards.shard_count(), shards.live_members());
+    p.gate.rows_may_wait();  // shards came: their rows may have been announced before
+  }
+  metrics_.shards_owned.set(static_cast<double>(shards.owned().size()));
+  metrics_.members.set(shards.live_members());
 }
 
 // Kafka unreachable: no claims until the pause ends and a probe answers. New rows
 // end the wait (the caller's next turn keeps up the shards) but not the pause.
 void Relay::wait_out_kafka_pause(Session& s, std::stop_token stop) {
-  s.wait_for_notify(
-      stop,
-      std::chrono::duration_cast<std::chrono::milliseconds>(kafka_paused_until_ - Clock::now()),
-      s.notifications(), [this] { beat(); });
-  if (stop.stop_requested() || Clock::now() < kafka_paused_until_) {
+  s.wait_for_notify(stop, kafka_pause_.left(Clock::now()), s.notifications(), [this] { beat(); });
+  if (stop.stop_requested() || kafka_pause_.paused(Clock::now())) {
     return;
   }
-  if (producer_->probe(std::chrono::seconds(2))) {
+  if (producer_.probe(std::chrono::seconds(2))) {
     spdlog::info("kafka reachable again; resuming");
-    kafka_paused_until_ = {};
-    kafka_pause_ = {};
+    kafka_pause_.reachable();
     metrics_.kafka_up.set(1);
   } else {
-    kafka_pause_ = std::min(kafka_pause_ * 2, std::chrono::milliseconds{30'000});
-    kafka_paused_until_ = Clock::now() + kafka_pause_;
+    kafka_pause_.probe_failed(Clock::now());
   }
 }
 
@@ -489,61 +337,26 @@ void Relay::wait_out_kafka_pause(Session& s, std::stop_token stop) {
 // ours; otherwise on the claim session, beside the write-back, which is then that
 // round trip (a send waits for it once it has run config_.write_behind_limit).
 std::vector<OutboxEvent> Relay::claim_next(Session& s, Pipeline& p) {
-  std::vector<std::int64_t> exclude = publisher_->ids_in_flight();
+  std::vector<std::int64_t> exclude = publisher_.ids_in_flight();
   const std::vector<std::int64_t> behind = p.behind.ids();
   exclude.insert(exclude.end(), behind.begin(), behind.end());
   EventClaims& on = p.behind.empty() ? s.store().claims() : s.claim_session();
-  p.seen = s.notifications();  // a NOTIFY from now on means rows this claim may not see
-  p.claim_needed = false;
+  const std::uint64_t seen = s.notifications();  // one more: rows this claim may not see
   const auto start = Clock::now();
   std::vector<OutboxEvent> batch = on.claim_batch(s.shards().owned(), config_.batch_size, exclude);
   metrics_.claim_duration.observe(seconds_since(start));
-  p.last_claim = start;
-  p.last_claim_full = batch.size() >= static_cast<std::size_t>(config_.batch_size);
-  // Coalescing: events came, so more are likely to follow; the next claim waits for the
-  // window to end (not after a full batch: a backlog drains at full speed).
-  const bool opens_window =
-      config_.coalesce_window.count() > 0 && !batch.empty() && !p.last_claim_full;
-  p.hold_until = opens_window ? start + config_.coalesce_window : Clock::time_point{};
-  p.windows_in_a_row = opens_window ? p.windows_in_a_row + 1 : 0;
+  p.gate.claimed(start, seen, batch.size());
   return batch;
-}
-
-// Whether a claim now would be provably empty, so the turn skips it: the relay is
-// registered (every commit since notifies), no NOTIFY came since the last claim began,
-// that claim began long enough after the registration to see the commits of writers
-// that raced it, and it did not fill a batch; nothing since may have freed rows (a
-// settlement, a rebalance that brought shards); no committed row waits for an older
-// transaction (log mode: its end notifies nobody); and the last claim is younger than
-// the poll interval (a retry coming due notifies nobody either). So a quiet relay pays
-// one claim per wake-up.
-bool Relay::nothing_to_claim(Session& s, Pipeline& p) {
-  return p.waiting && !p.claim_needed && !p.last_claim_full &&
-         p.last_claim >= p.waiting_since + kCommitRace &&
-         Clock::now() - p.last_claim < config_.poll_interval &&
-         !s.store().claims().rows_wait_for_older_transaction() &&
-         !s.claim_session().rows_wait_for_older_transaction() && s.notifications() == p.seen;
 }
 
 // The registration stays across wake-ups while the relay waits for work now and then
 // (so a quiet relay pays no statements to register and withdraw per event), and is
-// withdrawn once it has not waited for kBusyBeforeWithdraw, or NOTIFYs come faster
-// than kMaxNotifies in that time: then it polls, and nobody notifies.
+// withdrawn once the relay is busy (WakeUpRegistration::busy): then it polls, and
+// nobody notifies.
 void Relay::withdraw_when_busy(Session& s, Pipeline& p) {
-  if (!p.waiting) {
-    return;
-  }
-  const auto now = Clock::now();
-  bool withdraw = now - p.last_idle >= kBusyBeforeWithdraw;
-  if (!withdraw && now - p.window_start >= kBusyBeforeWithdraw) {
-    const std::uint64_t received = s.notifications();
-    withdraw = received - p.window_notifications > kMaxNotifies;
-    p.window_start = now;
-    p.window_notifications = received;
-  }
-  if (withdraw) {
+  if (p.wake.registered() && p.wake.busy(Clock::now(), s.notifications())) {
     s.set_waiting(false);
-    p.waiting = false;
+    p.wake.withdrawn();
   }
 }
 
@@ -573,7 +386,7 @@ void Relay::observe_delivery_lag(const Settlement& settled) {
 // puts a retry beside later events of its key.
 void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                                  std::set<std::string> held, Clock::time_point claimed_at) {
-  Settlement settled = publisher_->settle();
+  Settlement settled = publisher_.settle();
   metrics_.publish_latency.observe(seconds_since(p.in_flight_since));
   observe_delivery_lag(settled);
   held.insert(settled.held_keys.begin(), settled.held_keys.end());
@@ -588,13 +401,12 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
   const std::size_t deferred = settled.outcome.deferred;
   p.behind.add(std::move(settled));
   if (frees) {
-    p.frees_once_written = p.behind.added();
+    p.gate.frees_rows_once_written(p.behind.added());
   }
   if (!reachable) {
     // Kafka unreachable: stop claiming for a while instead of timing out batch after batch.
     p.behind.finish();
-    kafka_pause_ = std::chrono::milliseconds{1000};
-    kafka_paused_until_ = Clock::now() + kafka_pause_;
+    kafka_pause_.unreachable(Clock::now());
     metrics_.kafka_up.set(0);
     spdlog::warn(
         "kafka unreachable: {} events deferred without counting an attempt; pausing claims",
@@ -617,13 +429,13 @@ void Relay::settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEven
 // ten claims a second.
 void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                          Clock::time_point claimed_at, std::stop_token stop) {
-  using std::chrono::milliseconds;
-  constexpr milliseconds kFirstWatermarkPoll{2};
-  constexpr milliseconds kLastWatermarkPoll{100};
   const bool behind = next.empty() && s.store().claims().rows_wait_for_older_transaction();
-  const milliseconds cap = behind ? p.watermark_poll : config_.poll_interval;
-  p.watermark_poll =
-      behind ? std::min(p.watermark_poll * 2, kLastWatermarkPoll) : kFirstWatermarkPoll;
+  const std::chrono::milliseconds cap = behind ? p.watermark_poll.current() : config_.poll_interval;
+  if (behind) {
+    p.watermark_poll.grow();
+  } else {
+    p.watermark_poll.reset();
+  }
   if (!next.empty()) {
     send_batch(p, std::move(next), claimed_at);
     return;
@@ -631,27 +443,38 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   wait_for_work(s, p, std::min(config_.poll_interval, cap), stop);
 }
 
+// Nothing in flight, a write-back running or lingering: sends what was claimed, on the
+// claim session (after the write-back, once it has run config_.write_behind_limit), or
+// with nothing claimed and a settlement lingering for others to join it, waits for work
+// until it is due. With a write-back running the next turn waits for it again.
+void Relay::send_beside_write_back(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                                   const std::set<std::string>& held, Clock::time_point claimed_at,
+                                   std::stop_token stop) {
+  if (!next.empty()) {
+    p.behind.wait_unless_younger_than(config_.write_behind_limit);
+    send_batch(p, std::move(next), claimed_at, held);
+  } else if (!p.behind.running()) {
+    wait_for_work(s, p, p.behind.linger_left(), stop);
+  }
+}
+
 // Waits for a NOTIFY at most `limit`, registered in <table>_waiting (registering first,
-// then the first wait is short: the commit race above). While claims are held for the
+// then the first wait is short: WakeUpRegistration::kCommitRace). While claims are held for the
 // coalesce window, waits out the window (or `limit`) instead.
 void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                           std::stop_token stop) {
-  if (const auto now = Clock::now(); now < p.hold_until) {
-    hold_claims(s, p,
-                std::min(limit, std::chrono::ceil<std::chrono::milliseconds>(p.hold_until - now)),
-                stop);
+  if (const auto now = Clock::now(); p.gate.held(now)) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(p.gate.held_until() - now);
+    hold_claims(s, p, std::min(limit, left), stop);
     return;
   }
-  if (!p.waiting) {
+  if (!p.wake.registered()) {
     s.set_waiting(true);
-    p.waiting = true;
-    p.waiting_since = Clock::now();
-    p.window_start = p.waiting_since;
-    p.window_notifications = s.notifications();
-    limit = std::min(limit, kCommitRace);
+    const auto now = Clock::now();
+    limit = p.wake.registered_at(now, s.notifications(), limit);
   }
-  s.wait_for_notify(stop, limit, p.seen, [this] { beat(); });
-  p.last_idle = Clock::now();
+  s.wait_for_notify(stop, limit, p.gate.seen(), [this] { beat(); });
+  p.wake.idled(Clock::now());
 }
 
 // Sleeps `limit` while claims are held, reading the NOTIFYs that come meanwhile (the
@@ -665,16 +488,16 @@ void Relay::wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds lim
 // (wait_for_work).
 void Relay::hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                         std::stop_token stop) {
-  if (p.waiting && p.windows_in_a_row >= 2) {
+  if (p.wake.registered() && p.gate.commits_keep_coming()) {
     s.set_waiting(false);
-    p.waiting = false;
+    p.wake.withdrawn();
   }
   const auto until = Clock::now() + limit;
   for (auto now = Clock::now(); now < until && !stop.stop_requested(); now = Clock::now()) {
     s.wait_for_notify(stop, std::chrono::ceil<std::chrono::milliseconds>(until - now),
                       s.notifications(), [this] { beat(); });
   }
-  p.last_idle = Clock::now();
+  p.wake.idled(Clock::now());
 }
 
 // Nothing in flight, a write-back running: waits a little for it, so that the next
@@ -684,18 +507,18 @@ void Relay::hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit
 // the relay; the waits double from 10 ms (longer than most commits take, so a quiet
 // relay rarely claims here) up to 100 ms.
 void Relay::wait_behind(Pipeline& p) {
-  using std::chrono::milliseconds;
-  constexpr milliseconds kFirstBehindPoll{10};
-  constexpr milliseconds kLastBehindPoll{100};
-  p.behind_poll = p.behind.wait_for(p.behind_poll) ? kFirstBehindPoll
-                                                   : std::min(p.behind_poll * 2, kLastBehindPoll);
+  if (p.behind.wait_for(p.behind_poll.current())) {
+    p.behind_poll.reset();
+  } else {
+    p.behind_poll.grow();
+  }
 }
 
 void Relay::send_batch(Pipeline& p, std::vector<OutboxEvent> batch, Clock::time_point claimed_at,
                        const std::set<std::string>& held) {
   metrics_.batch_size.observe(static_cast<double>(batch.size()));
   p.in_flight_since = claimed_at;
-  if (std::size_t kept_back = publisher_->send(std::move(batch), held); kept_back > 0) {
+  if (std::size_t kept_back = publisher_.send(std::move(batch), held); kept_back > 0) {
     // Not lost: the write-back leaves them due (or parks them, in log mode).
     spdlog::debug(
         "{} events wait for a later batch: an earlier event of their key was not delivered, "
@@ -730,10 +553,7 @@ void Relay::measure_backlog(Session& s) {
   metrics_.failed_events.set(static_cast<double>(b.failed));
   metrics_.stuck.set(static_cast<double>(b.stuck));
   metrics_.oldest_pending_seconds.set(b.oldest_pending_seconds);
-  {
-    std::lock_guard lock(mu_);
-    backlog_ = b;
-  }
+  health_.set_backlog(b);
   TableHealth h = s.store().health();
   metrics_.dead_tuples.set(static_cast<double>(h.dead_tuples));
   metrics_.live_tuples.set(static_cast<double>(h.live_tuples));

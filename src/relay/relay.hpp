@@ -1,12 +1,12 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -18,8 +18,11 @@
 #include "outbox/table.hpp"
 #include "relay/backoff.hpp"
 #include "relay/batch_publisher.hpp"
+#include "relay/relay_health.hpp"
+#include "relay/relay_metrics.hpp"
 #include "relay/session.hpp"
 #include "relay/topic_router.hpp"
+#include "relay/turn_policy.hpp"
 #include "relay/write_behind.hpp"
 
 namespace outbox::relay {
@@ -57,54 +60,10 @@ struct RelayConfig {
   metrics::Labels metric_labels;
 };
 
-// Counters and gauges a relay exports, all with the same labels (table, and those of
-// RelayConfig::metric_labels).
-struct RelayMetrics {
-  RelayMetrics(metrics::Registry& registry, const metrics::Labels& labels);
-  metrics::Counter& published;
-  metrics::Counter& failed;
-  metrics::Counter& retried;
-  metrics::Counter& deferred;
-  metrics::Counter& order_anomalies;
-  metrics::Counter& dead_lettered;
-  metrics::Counter& dead_letter_refused;
-  metrics::Histogram& batch_size;
-  metrics::Histogram& publish_latency;
-  metrics::Histogram& delivery_lag;  // created_at (database clock) to the delivery report
-  // The steps of a turn that hold up the next claim, each timed as the relay waits for it.
-  metrics::Histogram& claim_duration;
-  metrics::Histogram& write_back_duration;
-  metrics::Histogram& housekeeping_duration;
-  metrics::Gauge& build_info;
-  metrics::Gauge& pending;
-  metrics::Gauge& failed_events;
-  metrics::Gauge& stuck;
-  metrics::Gauge& oldest_pending_seconds;
-  metrics::Gauge& shards_owned;
-  metrics::Gauge& members;
-  metrics::Gauge& database_up;
-  // 1 while the table's progress belongs to another PostgreSQL cluster (DatabaseMoved).
-  metrics::Gauge& database_moved;
-  metrics::Gauge& dead_tuples;
-  metrics::Gauge& live_tuples;
-  metrics::Gauge& oldest_transaction_seconds;
-  metrics::Gauge& last_vacuum_timestamp;
-  metrics::Gauge& kafka_up;
-  // By topic, each series registered when the first event reaches its topic (topics follow
-  // biz_type, so they are known only then): delivered, and moved to FAILED by Kafka's answer.
-  metrics::Counter& published_to(const std::string& topic);
-  metrics::Counter& failed_to(const std::string& topic);
-
- private:
-  metrics::Counter& by_topic(std::map<std::string, metrics::Counter*>& known, const char* name,
-                             const char* help, const std::string& topic);
-
-  metrics::Registry& registry_;
-  metrics::Labels labels_;
-  // The series already registered, so that a batch does not look them up in the registry
-  // (under its lock) again; used by the relay's thread only.
-  std::map<std::string, metrics::Counter*> published_to_;
-  std::map<std::string, metrics::Counter*> failed_to_;
+// Thrown by Relay's constructor for Kafka properties the producer refuses (the message names
+// the first): nothing can be published with them (stay_not_ready()).
+struct KafkaRefused : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
 };
 
 // The long-running relay worker: claims committed outbox rows of the shards it
@@ -136,73 +95,36 @@ struct RelayMetrics {
 //   key cannot be undone: it is counted in outbox_order_anomalies_total.
 class Relay {
  public:
-  // Throws std::invalid_argument for a batch size or a max attempts below 1.
-  // Kafka properties the producer refuses are not thrown: run() reports them.
-  Relay(RelayConfig config, metrics::Registry& registry);
+  // Throws std::invalid_argument for a batch size or a max attempts below 1, and KafkaRefused
+  // for Kafka properties the producer refuses. `health` is what the relay reports to
+  // /healthz, /readyz and status; it outlives the relay.
+  Relay(RelayConfig config, metrics::Registry& registry, RelayHealth& health);
   ~Relay();
 
   // Runs until `stop` is requested; then finishes the batch in flight, marks what
   // was delivered, releases its shards and returns. Nothing is thrown for what the
   // environment gets wrong: database and broker outages are retried with backoff;
-  // refused Kafka properties, a missing or unmigrated table keep the relay not ready,
-  // with the reason as its problem() (and so on /readyz and in status.relayProblem).
+  // a missing or unmigrated table keeps the relay not ready, with the reason as its
+  // health's problem() (and so on /readyz and in status.relayProblem).
   void run(std::stop_token stop);
 
-  bool ready() const { return ready_.load(); }
-  // Why the relay is not working, in words for /readyz and status; empty when fine.
-  std::string problem() const;
-  // The problem's reason in one CamelCase word when it has one of its own (DatabaseMoved),
-  // for the resource's Degraded condition; else empty.
-  std::string problem_reason() const;
-  // Milliseconds since the loop last made progress (for /healthz).
-  std::chrono::milliseconds since_last_beat() const;
-  // The backlog last measured on the current database session; nullopt while the
-  // session is down or before its first measurement.
-  std::optional<Backlog> backlog() const;
-  // How the last database session verified the server (outbox::tls_verification: verify-full,
-  // verify-ca, unverified, off); empty before the first session.
-  std::string database_tls() const;
-
  private:
-  // What one session's loop carries from turn to turn.
+  // What one session's loop carries from turn to turn: the write-behind and the policy
+  // of a turn (relay/turn_policy.hpp).
   struct Pipeline {
-    Pipeline(WriteBehind::Write write, WriteBehind::Written written,
-             std::chrono::milliseconds linger)
-        : behind(std::move(write), std::move(written), linger) {}
+    Pipeline(const RelayConfig& config, WriteBehind::Write write, WriteBehind::Written written);
     // The settled batches, written back on the lock session behind the sends.
     WriteBehind behind;
-    std::chrono::steady_clock::time_point in_flight_since;  // claim time of the batch in flight
-    std::uint64_t seen = 0;  // NOTIFYs received before the last claim began
-    // The wake-up path (docs/relay.md, "Waking up, cheaply"): registered in <table>_waiting (so
-    // inserts notify) since when; when the relay last waited for work; the NOTIFYs
-    // received by the start of the current 100 ms window.
-    bool waiting = false;
-    std::chrono::steady_clock::time_point waiting_since;
-    std::chrono::steady_clock::time_point last_idle;
-    std::chrono::steady_clock::time_point window_start;
-    std::uint64_t window_notifications = 0;
-    // When the last claim began and whether it filled a batch; whether anything since
-    // may have made rows claimable that no NOTIFY announces (the write-back of a
-    // settlement that left an event undelivered or resolved a retry or parked event, a
-    // rebalance that brought shards).
-    std::chrono::steady_clock::time_point last_claim;
-    bool last_claim_full = true;
-    // RelayConfig::coalesce_window: no claim before this; how many claims in a row opened
-    // such a window (found events, not a full batch).
-    std::chrono::steady_clock::time_point hold_until;
-    int windows_in_a_row = 0;
-    bool claim_needed = true;
-    // The last settlement that frees rows (WriteBehind::added() after it), until written.
-    std::uint64_t frees_once_written = 0;
+    TurnClock::time_point in_flight_since;  // claim time of the batch in flight
+    WakeUpRegistration wake;                // in <table>_waiting, so that inserts notify
+    ClaimGate gate;                         // whether a turn claims
+    HousekeepingSchedule housekeeping;      // rebalancing, maintenance, the backlog
     // Nothing in flight, a write-back running: the next wait for it before claiming again.
-    std::chrono::milliseconds behind_poll{10};
+    DoublingWait behind_poll{std::chrono::milliseconds{10}, std::chrono::milliseconds{100}};
     // Log mode: the next wait while committed events wait above the watermark.
-    std::chrono::milliseconds watermark_poll{2};
-    std::chrono::steady_clock::time_point next_rebalance = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point next_backlog = std::chrono::steady_clock::now();
+    DoublingWait watermark_poll{std::chrono::milliseconds{2}, std::chrono::milliseconds{100}};
   };
 
-  void stay_not_ready(std::stop_token stop);
   void went_online(Session& s);
   void went_offline();
   void pump(Session& s, Pipeline& p, std::stop_token stop);
@@ -210,49 +132,39 @@ class Relay {
   void turn(Session& s, Pipeline& p, std::stop_token stop);
   void catch_up_behind(Pipeline& p);
   void keep_up(Session& s, Pipeline& p);
+  void rebalance(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
+  bool claims_now(Session& s, Pipeline& p, bool busy, std::stop_token stop);
   std::vector<OutboxEvent> claim_next(Session& s, Pipeline& p);
-  bool nothing_to_claim(Session& s, Pipeline& p);
   void withdraw_when_busy(Session& s, Pipeline& p);
   // outbox_delivery_lag_seconds for every event the settlement delivered.
   void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
-                            std::set<std::string> held,
-                            std::chrono::steady_clock::time_point claimed_at);
+                            std::set<std::string> held, TurnClock::time_point claimed_at);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
-                    std::chrono::steady_clock::time_point claimed_at, std::stop_token stop);
+                    TurnClock::time_point claimed_at, std::stop_token stop);
+  void send_beside_write_back(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
+                              const std::set<std::string>& held, TurnClock::time_point claimed_at,
+                              std::stop_token stop);
   void wait_for_work(Session& s, Pipeline& p, std::chrono::milliseconds limit,
                      std::stop_token stop);
   void hold_claims(Session& s, Pipeline& p, std::chrono::milliseconds limit, std::stop_token stop);
   void wait_behind(Pipeline& p);
-  void send_batch(Pipeline& p, std::vector<OutboxEvent> batch,
-                  std::chrono::steady_clock::time_point claimed_at,
+  void send_batch(Pipeline& p, std::vector<OutboxEvent> batch, TurnClock::time_point claimed_at,
                   const std::set<std::string>& held = {});
   void record(const BatchOutcome& outcome);
   void measure_backlog(Session& s);
   void set_problem(const std::string& problem, const std::string& reason = {});
-  void beat();
+  void beat() { health_.beat(); }
 
   RelayConfig config_;
   TableName table_;
   RelayMetrics metrics_;
-  // Empty when the Kafka properties were refused (config_problem_ says why): the
-  // relay then stays up and not ready, so the refusal reaches /readyz and status
-  // instead of a crash loop.
-  std::optional<kafka::BatchProducer> producer_;
+  RelayHealth& health_;
+  kafka::BatchProducer producer_;
   std::unique_ptr<kafka::BatchProducer> dead_letter_producer_;  // with a dead-letter topic
-  std::optional<BatchPublisher> publisher_;
-  std::string config_problem_;
-  std::atomic<bool> ready_{false};
-  mutable std::mutex mu_;  // guards problem_ and backlog_
-  std::string problem_;
-  std::string problem_reason_;
-  std::optional<Backlog> backlog_;
-  std::string database_tls_;
-  std::atomic<long long> last_beat_ms_{0};
-  // Kafka unreachable: no claims until then (kept across database sessions).
-  std::chrono::steady_clock::time_point kafka_paused_until_{};
-  std::chrono::milliseconds kafka_pause_{0};
+  BatchPublisher publisher_;
+  KafkaPause kafka_pause_;  // kept across database sessions
 };
 
 }  // namespace outbox::relay

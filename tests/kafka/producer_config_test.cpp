@@ -79,20 +79,32 @@ TEST(ProducerGuarantees, OtherPropertiesStillPassThrough) {
 }
 
 // The refusal reaches the relay's readiness problem (and so /readyz and the
-// resource's status) instead of crashing the relay.
+// resource's status) instead of crashing the relay: no Relay is built with it
+// (KafkaRefused), and stay_not_ready() keeps its health not ready with the reason.
 TEST(ProducerGuarantees, ARefusedPropertyIsTheRelaysReadinessProblem) {
   relay::RelayConfig c;
   c.dsn = "host=127.0.0.1 port=1";
   c.kafka = config_with("acks", "1");
   metrics::Registry registry;
-  relay::Relay relay(c, registry);
+  relay::RelayHealth health;
+  std::string refused;
+  try {
+    relay::Relay relay(c, registry, health);
+    ADD_FAILURE() << "a relay was built with acks=1";
+  } catch (const relay::KafkaRefused& e) {
+    refused = e.what();
+  }
+  EXPECT_EQ(refused, guarantee_problem(c.kafka.properties));
+  EXPECT_NE(registry.render().find("outbox_build_info{"), std::string::npos)
+      << "the metrics are served while not ready";
   std::stop_source stop;
-  std::thread runner([&] { relay.run(stop.get_token()); });
-  for (int i = 0; i < 100 && relay.problem().empty(); ++i) {
+  std::thread runner([&] { relay::stay_not_ready(health, refused, stop.get_token()); });
+  for (int i = 0; i < 100 && health.problem().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_FALSE(relay.ready());
-  EXPECT_EQ(relay.problem(), guarantee_problem(c.kafka.properties));
+  EXPECT_FALSE(health.ready());
+  EXPECT_EQ(health.problem(), guarantee_problem(c.kafka.properties));
+  EXPECT_LT(health.since_last_beat(), std::chrono::seconds(1)) << "alive for /healthz";
   stop.request_stop();
   runner.join();
 }

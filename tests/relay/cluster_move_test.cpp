@@ -281,7 +281,7 @@ TEST(ClusterMove, ADumpRestoredIntoANewClusterLosesNothingAndResendsNothingAfter
     ThreadRelay relay(t.relay_config(t.first));
     ASSERT_TRUE(eventually([&] { return t.count(t.first, "status = 1") == 300; }, 60s))
         << t.count(t.first, "status = 1")
-        << " of 300 marked; problem(): " << relay.relay().problem();
+        << " of 300 marked; problem(): " << relay.health().problem();
   }
   ASSERT_EQ(consume_all({t.topic}, 300, 30s, 2s).size(), 300u);
 
@@ -318,12 +318,12 @@ TEST(ClusterMove, ADumpRestoredIntoANewClusterLosesNothingAndResendsNothingAfter
     ThreadRelay relay(t.relay_config(t.second));
     EXPECT_TRUE(eventually(
         [&] {
-          const std::string p = relay.relay().problem();
+          const std::string p = relay.health().problem();
           return names_the_move(p) && names_the_rebase(p, t.table);
         },
         15s))
-        << "problem(): " << relay.relay().problem();
-    EXPECT_FALSE(relay.relay().ready());
+        << "problem(): " << relay.health().problem();
+    EXPECT_FALSE(relay.health().ready());
     EXPECT_EQ(consume_all({t.topic}, 301, 3s, 0ms).size(), 300u)
         << "nothing is published before the rebase";
   }
@@ -337,9 +337,9 @@ TEST(ClusterMove, ADumpRestoredIntoANewClusterLosesNothingAndResendsNothingAfter
   ThreadRelay relay(t.relay_config(t.second));
   EXPECT_TRUE(eventually([&] { return t.count(t.second, "status <> 1") == 0; }, 60s))
       << t.count(t.second, "status <> 1")
-      << " events not sent; problem(): " << relay.relay().problem();
+      << " events not sent; problem(): " << relay.health().problem();
   EXPECT_EQ(t.count(t.second, "true"), 500);
-  EXPECT_TRUE(relay.relay().ready()) << relay.relay().problem();
+  EXPECT_TRUE(relay.health().ready()) << relay.health().problem();
   const auto got = consume_all({t.topic}, 500, 60s, 3s);
   EXPECT_EQ(got.size(), 500u) << "each event once";
   EXPECT_EQ(distinct_seqs(got), 500u);
@@ -366,7 +366,8 @@ TEST(ClusterMove, AClusterMoveUnderARunningRelayStopsItWithTheReasonAndItResumes
   // The writers have stopped; the move waits until all they wrote is published and marked,
   // as a planned move does (what is marked after the dump would be sent again).
   ASSERT_TRUE(eventually([&] { return t.count(t.first, "status = 1") == 100; }, 60s))
-      << t.count(t.first, "status = 1") << " of 100 marked; problem(): " << relay.relay().problem();
+      << t.count(t.first, "status = 1")
+      << " of 100 marked; problem(): " << relay.health().problem();
 
   move_schema(t.schema, t.first, t.second);
   // The address now leads to the second cluster; the relay's sessions are cut, and it
@@ -375,15 +376,15 @@ TEST(ClusterMove, AClusterMoveUnderARunningRelayStopsItWithTheReasonAndItResumes
   database.retarget(port_of(t.second));
   EXPECT_TRUE(eventually(
       [&] {
-        const std::string p = relay.relay().problem();
+        const std::string p = relay.health().problem();
         return names_the_move(p) && names_the_rebase(p, t.table);
       },
       10s))
-      << "problem(): " << relay.relay().problem();
+      << "problem(): " << relay.health().problem();
   std::cout << "[ cluster move ] "
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - moved).count()
-            << " ms after the cut, the relay's problem(): " << relay.relay().problem() << "\n";
-  EXPECT_FALSE(relay.relay().ready());
+            << " ms after the cut, the relay's problem(): " << relay.health().problem() << "\n";
+  EXPECT_FALSE(relay.health().ready());
   EXPECT_EQ(consume_all({t.topic}, 101, 3s, 0ms).size(), 100u)
       << "nothing is published before the rebase";
 
@@ -395,9 +396,9 @@ TEST(ClusterMove, AClusterMoveUnderARunningRelayStopsItWithTheReasonAndItResumes
   t.insert(t.second, 100, 100);
   EXPECT_TRUE(eventually([&] { return t.count(t.second, "status <> 1") == 0; }, 90s))
       << t.count(t.second, "status <> 1")
-      << " events not sent; problem(): " << relay.relay().problem();
-  EXPECT_TRUE(eventually([&] { return relay.relay().ready(); }, 10s)) << relay.relay().problem();
-  EXPECT_EQ(relay.relay().problem(), "");
+      << " events not sent; problem(): " << relay.health().problem();
+  EXPECT_TRUE(eventually([&] { return relay.health().ready(); }, 10s)) << relay.health().problem();
+  EXPECT_EQ(relay.health().problem(), "");
   const auto got = consume_all({t.topic}, 200, 60s, 3s);
   EXPECT_EQ(got.size(), 200u) << "each event once";
   EXPECT_EQ(distinct_seqs(got), 200u);

@@ -103,7 +103,7 @@ TEST(Pooler, SessionModeRunsTheRelay) {
   ThreadRelay relay(config);
   t.insert(50, 5);
   EXPECT_TRUE(eventually([&] { return t.count("status = 1") == 50; }, 30s))
-      << relay.relay().problem();
+      << relay.health().problem();
 }
 
 TEST(Pooler, TransactionModeIsRefusedWithTheReason) {
@@ -120,10 +120,11 @@ TEST(Pooler, TransactionModeIsRefusedWithTheReason) {
   config.dsn = pooler.dsn();
   ThreadRelay relay(config);
   t.insert(10, 2);
-  EXPECT_TRUE(eventually([&] { return relay.relay().problem_reason() == "ConnectionPooled"; }, 20s))
-      << relay.relay().problem();
-  EXPECT_NE(relay.relay().problem().find("session mode"), std::string::npos)
-      << relay.relay().problem();
+  EXPECT_TRUE(
+      eventually([&] { return relay.health().problem_reason() == "ConnectionPooled"; }, 20s))
+      << relay.health().problem();
+  EXPECT_NE(relay.health().problem().find("session mode"), std::string::npos)
+      << relay.health().problem();
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(t.count("status = 1"), 0) << "nothing published without shard locks that hold";
 }

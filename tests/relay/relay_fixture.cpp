@@ -148,7 +148,7 @@ relay::RelayConfig OutboxTestTable::relay_config(const std::string& bootstrap) c
 }
 
 ThreadRelay::ThreadRelay(relay::RelayConfig config)
-    : relay_(std::make_unique<relay::Relay>(std::move(config), registry_)),
+    : relay_(std::make_unique<relay::Relay>(std::move(config), registry_, health_)),
       thread_([this] { relay_->run(stop_.get_token()); }) {}
 
 ThreadRelay::~ThreadRelay() {

@@ -72,10 +72,12 @@ class ThreadRelay {
   ~ThreadRelay();
   void stop();
   metrics::Registry& registry() { return registry_; }
-  relay::Relay& relay() { return *relay_; }
+  // What the relay reports to /healthz, /readyz and status.
+  const relay::RelayHealth& health() const { return health_; }
 
  private:
   metrics::Registry registry_;
+  relay::RelayHealth health_;
   std::stop_source stop_;
   std::unique_ptr<relay::Relay> relay_;
   std::thread thread_;

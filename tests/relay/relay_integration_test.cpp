@@ -491,6 +491,25 @@ TEST(Relay, KafkaDownDefersWithoutBurningAttemptsAndDrainsWhenBack) {
   EXPECT_EQ(per_key_order_problem(got), "");
 }
 
+// Kafka unreachable without stopping the shared broker (so that it runs beside other tests):
+// a relay whose bootstrap is a port nobody listens on defers its batch without counting an
+// attempt, says Kafka is down, and its events stay pending.
+TEST(Relay, AnUnreachableBrokerDefersWithoutBurningAttempts) {
+  OutboxTestTable t;
+  auto c = t.relay_config("127.0.0.1:1");
+  c.kafka.message_timeout = 1s;
+  ThreadRelay relay(c);
+  t.insert(30, 5);
+  ASSERT_TRUE(eventually(
+      [&] { return metric(relay, "outbox_events_deferred_total", c.table) >= 30; }, 30s));
+  EXPECT_EQ(metric(relay, "outbox_kafka_up", c.table), 0);
+  std::this_thread::sleep_for(3s);  // a pause, a probe or another batch timing out
+  EXPECT_EQ(t.count("status = 0"), 30) << "deferred events stay pending";
+  EXPECT_EQ(t.count("retry_count > 0"), 0) << "no attempt is counted while Kafka is unreachable";
+  EXPECT_EQ(t.count("status = 2"), 0);
+  EXPECT_EQ(metric(relay, "outbox_kafka_up", c.table), 0);
+}
+
 // One event of key `key` larger than the 10,000 bytes the poison tests allow a message.
 void enqueue_too_large(const OutboxTestTable& t, const std::string& key) {
   pqxx::connection conn(t.dsn);
@@ -722,11 +741,11 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
   auto c = testing::OutboxTestTable().relay_config();
   c.table = testbed::unique_name("not_yet");
   testing::ThreadRelay relay(c);
-  ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
-  EXPECT_NE(relay.relay().problem().find("does not exist"), std::string::npos)
-      << relay.relay().problem();
-  EXPECT_NE(relay.relay().problem().find("migrate"), std::string::npos) << "says what to fix";
-  EXPECT_FALSE(relay.relay().ready());
+  ASSERT_TRUE(testing::eventually([&] { return !relay.health().problem().empty(); }, 10s));
+  EXPECT_NE(relay.health().problem().find("does not exist"), std::string::npos)
+      << relay.health().problem();
+  EXPECT_NE(relay.health().problem().find("migrate"), std::string::npos) << "says what to fix";
+  EXPECT_FALSE(relay.health().ready());
   pqxx::connection conn(c.dsn);
   auto table = TableName::parse(c.table);
   testing::migrate_for_test(conn, table);
@@ -746,7 +765,7 @@ TEST(Relay, AMissingTableIsReportedAndTheRelayStartsOnceItIsMigrated) {
                    .as<int>() == 1;
       },
       30s));
-  EXPECT_TRUE(relay.relay().problem().empty());
+  EXPECT_TRUE(relay.health().problem().empty());
 }
 
 // spec.relay.shards reaches the relay as --shards: a table created with another
@@ -759,12 +778,12 @@ TEST(Relay, ATableWithAnotherShardCountThanSetIsRefusedNamingBoth) {
   c.shards = 64;
   {
     testing::ThreadRelay relay(c);
-    ASSERT_TRUE(testing::eventually([&] { return !relay.relay().problem().empty(); }, 10s));
-    const std::string problem = relay.relay().problem();
+    ASSERT_TRUE(testing::eventually([&] { return !relay.health().problem().empty(); }, 10s));
+    const std::string problem = relay.health().problem();
     EXPECT_NE(problem.find("shards is 64 but table " + t.table.plain() + " was created with 16"),
               std::string::npos)
         << problem;
-    EXPECT_FALSE(relay.relay().ready());
+    EXPECT_FALSE(relay.health().ready());
     std::this_thread::sleep_for(1s);
     EXPECT_EQ(t.count("status = 1"), 0) << "nothing published on the wrong count";
   }

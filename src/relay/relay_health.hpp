@@ -1,0 +1,60 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "outbox/store.hpp"
+
+namespace outbox::relay {
+
+// What /healthz, /readyz and the status report read of a relay, from their own threads: whether
+// it is ready, why not, its last backlog measurement, how its database session verified the
+// server, and when its loop last made progress. The relay's thread writes it; it outlives the
+// relay and exists without one (stay_not_ready()). Thread-safe.
+class RelayHealth {
+ public:
+  RelayHealth();
+
+  bool ready() const { return ready_.load(); }
+  // Why the relay is not working, in words for /readyz and status; empty when fine.
+  std::string problem() const;
+  // The problem's reason in one CamelCase word when it has one of its own (DatabaseMoved),
+  // for the resource's Degraded condition; else empty.
+  std::string problem_reason() const;
+  // Milliseconds since the loop last made progress (for /healthz).
+  std::chrono::milliseconds since_last_beat() const;
+  // The backlog last measured on the current database session; nullopt while the
+  // session is down or before its first measurement.
+  std::optional<Backlog> backlog() const;
+  // How the last database session verified the server (outbox::tls_verification: verify-full,
+  // verify-ca, unverified, off); empty before the first session.
+  std::string database_tls() const;
+
+  void beat();
+  void set_ready(bool ready) { ready_ = ready; }
+  // Sets the problem and its reason; returns the problem it replaced when that was another.
+  std::optional<std::string> set_problem(const std::string& problem, const std::string& reason);
+  void set_backlog(const std::optional<Backlog>& backlog);
+  void set_database_tls(const std::string& tls);
+
+ private:
+  std::atomic<bool> ready_{false};
+  std::atomic<long long> last_beat_ms_{0};
+  mutable std::mutex mu_;  // guards the rest
+  std::string problem_;
+  std::string problem_reason_;
+  std::optional<Backlog> backlog_;
+  std::string database_tls_;
+};
+
+// Nothing can be published with Kafka properties the producer refused (Relay's constructor
+// throws KafkaRefused), and they are read only at start. Keeps `health` not ready with
+// `problem` (and beating) until `stop`: the reason stays on /readyz, and so in the resource's
+// status, until the Secret is fixed and the pod restarted, instead of a crash loop.
+void stay_not_ready(RelayHealth& health, const std::string& problem, std::stop_token stop);
+
+}  // namespace outbox::relay
