@@ -81,6 +81,10 @@ MigrationResult migrate_inbox(pqxx::connection& conn, const TableName& inbox) {
   pqxx::work tx(conn);
   tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-inbox-migrate:' || $1))",
                  inbox.plain());
+  // inbox_meta is shared by the schema's inboxes: two first migrations at once would both
+  // create it (a duplicate pg_type key for one of them).
+  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-inbox-meta:' || $1))",
+                 inbox.schema());
   tx.exec("CREATE TABLE IF NOT EXISTS " + inbox_meta(inbox) +
           " (table_name text PRIMARY KEY, version integer NOT NULL, updated_at timestamptz NOT "
           "NULL DEFAULT now())");

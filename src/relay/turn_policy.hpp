@@ -151,9 +151,11 @@ class KafkaPause {
   static constexpr std::chrono::milliseconds kLast{30'000};
 
   bool paused(TurnClock::time_point now) const { return now < until_; }
-  // How long the pause lasts from `now` (zero or less: over).
+  // How long the pause lasts from `now` (zero or less: over), rounded up: a wait of the
+  // truncated remainder would end just short of the pause, and the next turn would claim
+  // without the probe.
   std::chrono::milliseconds left(TurnClock::time_point now) const {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(until_ - now);
+    return std::chrono::ceil<std::chrono::milliseconds>(until_ - now);
   }
   // A batch found Kafka unreachable at `now`.
   void unreachable(TurnClock::time_point now);

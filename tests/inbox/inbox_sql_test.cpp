@@ -6,6 +6,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -25,6 +26,40 @@ using inbox::Inbox;
 std::string uuid_for(std::int64_t n) {
   const std::string digits = std::to_string(n);
   return "00000000-0000-4000-8000-" + std::string(12 - digits.size(), '0') + digits;
+}
+
+// Consumers of several services deploy at once and each migrates its inbox into one schema:
+// they share the schema's inbox_meta, which none finds there yet. Every migration must succeed.
+TEST(InboxMigrate, InboxesOfOneSchemaMigratedAtOnceAllSucceed) {
+  const std::string dsn = testbed::postgres_dsn();
+  const std::string schema = testbed::unique_name("inbox_meta");
+  pqxx::connection admin(dsn);
+  pqxx::nontransaction(admin).exec("CREATE SCHEMA \"" + schema + "\"");
+  constexpr int kInboxes = 8;
+  std::vector<std::unique_ptr<pqxx::connection>> sessions;
+  for (int i = 0; i < kInboxes; ++i) {
+    sessions.push_back(std::make_unique<pqxx::connection>(dsn));
+  }
+  std::barrier start(kInboxes);
+  std::vector<std::string> errors(kInboxes);
+  std::vector<std::thread> migrations;
+  for (int i = 0; i < kInboxes; ++i) {
+    migrations.emplace_back([&, i] {
+      start.arrive_and_wait();
+      try {
+        inbox::migrate_inbox(*sessions[i], TableName::parse(schema + ".inbox" + std::to_string(i)));
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& m : migrations) {
+    m.join();
+  }
+  for (int i = 0; i < kInboxes; ++i) {
+    EXPECT_EQ(errors[i], "") << "migration of inbox" << i;
+  }
+  pqxx::nontransaction(admin).exec("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
 // A fresh inbox and an effects table: one row per application of an event, so a double

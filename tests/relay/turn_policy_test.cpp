@@ -188,5 +188,16 @@ TEST(KafkaPause, PausesASecondThenDoublesPerFailedProbeUpTo30s) {
   EXPECT_EQ(pause.left(now), milliseconds(1000)) << "a new outage starts from a second again";
 }
 
+// A wait of what is left must reach the pause's end: a remainder of 0.5 ms is a wait of 1 ms,
+// never of 0 ms (which would end the wait while still paused).
+TEST(KafkaPause, WhatIsLeftIsRoundedUpSoAWaitOfItEndsThePause) {
+  KafkaPause pause;
+  pause.unreachable(kStart);
+  const T almost = kStart + std::chrono::microseconds(999'500);
+  EXPECT_TRUE(pause.paused(almost));
+  EXPECT_EQ(pause.left(almost), milliseconds(1));
+  EXPECT_FALSE(pause.paused(almost + pause.left(almost)));
+}
+
 }  // namespace
 }  // namespace outbox::relay
