@@ -1,4 +1,4 @@
-#include "controller/controller.hpp"
+#include "controller/relay_reconciler.hpp"
 
 #include <algorithm>
 #include <set>
@@ -66,7 +66,8 @@ bool needs_replacing(const kube::Resource& resource, const Json& live, const Jso
 // what is missing. A refusal (the apiserver answered) is the user's to see: Degraded with the
 // apiserver's words, then a retry with backoff, as the cause may lie outside the spec (an
 // admission policy, a quota). No answer at all (TransportError) stays a plain error.
-void Controller::apply_all(const Json& relay, const RenderedRelay& rendered, std::stop_token stop) {
+void RelayReconciler::apply_all(const Json& relay, const RenderedRelay& rendered,
+                                std::stop_token stop) {
   std::vector<std::string> refusals;
   for (const OwnedObject& object : rendered.objects) {
     throw_if_stopped(stop);
@@ -103,14 +104,14 @@ void Controller::apply_all(const Json& relay, const RenderedRelay& rendered, std
 // has not changed since (same resourceVersion), or when the cached live object was applied
 // from this same desired form (its applied-hash annotation) and still has every desired field
 // and value. Anything else, including deletion or an edit by someone else, is applied again.
-void Controller::apply_owned(const OwnedObject& owned) {
+void RelayReconciler::apply_owned(const OwnedObject& owned) {
   const std::string ns = ns_of(owned.object);
   const std::string name = name_of(owned.object);
   const std::string id = owned.resource->plural + "/" + ns + "/" + name;
   const std::string hash = stable_hash(owned.object.dump());
   Json desired = owned.object;
   desired["metadata"]["annotations"][kAppliedHashAnnotation] = hash;
-  kube::Informer* informer = informer_for(*owned.resource, ns);
+  const kube::Informer* informer = informer_for(*owned.resource, ns);
   std::optional<Json> live = informer ? informer->get(ns + "/" + name) : std::nullopt;
   // A Job runs once, and its pod template cannot change: a Job's name already says what it runs
   // (the schema Job's hashes its image and arguments, a requeue Job's its request), so one that
@@ -171,7 +172,7 @@ bool rolling_out(const Json& deployment) {
 
 }  // namespace
 
-void Controller::observe_deployment(const Json& deployment, bool deleted) {
+void RelayReconciler::observe_deployment(const Json& deployment, bool deleted) {
   const std::string key = kube::Informer::key_of(deployment);
   std::lock_guard lock(applied_mu_);
   if (deleted) {
@@ -185,7 +186,7 @@ void Controller::observe_deployment(const Json& deployment, bool deleted) {
 // From the summary the Deployment informer keeps (observe_deployment), never from the cached
 // objects themselves: every held resource asks this again every few seconds, and unpacking a
 // fleet's Deployments each time cost a 200-resource upgrade ~100 MiB of transient memory.
-int Controller::rolling_relays() {
+int RelayReconciler::rolling_relays() {
   int rolling = 0;
   std::lock_guard lock(applied_mu_);
   for (auto it = rollouts_started_.begin(); it != rollouts_started_.end();) {
@@ -206,7 +207,7 @@ int Controller::rolling_relays() {
   return rolling;
 }
 
-bool Controller::hold_rollout(RenderedRelay& rendered) {
+bool RelayReconciler::hold_rollout(RenderedRelay& rendered) {
   if (options_.max_rolling_relays <= 0) {
     return false;
   }
@@ -218,7 +219,7 @@ bool Controller::hold_rollout(RenderedRelay& rendered) {
   }
   const std::string ns = ns_of(it->object);
   const std::string key = ns + "/" + name_of(it->object);
-  kube::Informer* informer = informer_for(owned::deployments, ns);
+  const kube::Informer* informer = informer_for(owned::deployments, ns);
   const std::optional<Json> live = informer ? informer->get(key) : std::nullopt;
   const Json& template_ = it->object.at("/spec/template"_json_pointer);
   if (!live || contains(live->value("/spec/template"_json_pointer, Json()), template_)) {
@@ -259,13 +260,10 @@ bool job_finished(const Json& job) {
 
 }  // namespace
 
-int Controller::running_schema_jobs() {
+int RelayReconciler::running_schema_jobs() {
   std::set<std::string> cached;
   int running = 0;
-  for (auto& [key, informer] : owned_informers_) {
-    if (key.first != owned::jobs.plural) {
-      continue;
-    }
+  for (const kube::Informer* informer : caches_.informers(owned::jobs)) {
     for (const Json& job : informer->list()) {
       if (is_schema_job(job)) {
         cached.insert(kube::Informer::key_of(job));
@@ -288,7 +286,7 @@ int Controller::running_schema_jobs() {
   return running;
 }
 
-bool Controller::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
+bool RelayReconciler::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
   if (options_.max_rolling_relays <= 0) {
     return false;
   }
@@ -301,7 +299,7 @@ bool Controller::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
   }
   const std::string ns = ns_of(it->object);
   const std::string key = ns + "/" + name_of(it->object);
-  kube::Informer* informer = informer_for(owned::jobs, ns);
+  const kube::Informer* informer = informer_for(owned::jobs, ns);
   if (informer == nullptr || informer->get(key)) {
     return false;  // created already: a Job is never applied again
   }
@@ -324,7 +322,7 @@ bool Controller::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
   return false;
 }
 
-void Controller::delete_pdb(const std::string& ns, const std::string& name) {
+void RelayReconciler::delete_pdb(const std::string& ns, const std::string& name) {
   if (delete_unwanted(owned::pod_disruption_budgets, ns, name)) {
     spdlog::info("deleted PodDisruptionBudget {}/{}: one relay replica or fewer", ns, name);
   }
@@ -332,9 +330,9 @@ void Controller::delete_pdb(const std::string& ns, const std::string& name) {
 
 // Deletes an owned object the spec no longer wants; false when there was none. Only what the
 // cache holds (so only what carries our label) is deleted: a missing object costs no request.
-bool Controller::delete_unwanted(const kube::Resource& resource, const std::string& ns,
-                                 const std::string& name) {
-  kube::Informer* informer = informer_for(resource, ns);
+bool RelayReconciler::delete_unwanted(const kube::Resource& resource, const std::string& ns,
+                                      const std::string& name) {
+  const kube::Informer* informer = informer_for(resource, ns);
   if (informer == nullptr || !informer->get(ns + "/" + name)) {
     return false;
   }

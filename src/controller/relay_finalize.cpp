@@ -1,4 +1,4 @@
-#include "controller/controller.hpp"
+#include "controller/relay_reconciler.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -37,7 +37,7 @@ std::string drop_failed_message(const std::string& job, const std::string& why) 
 
 // A merge patch of the whole finalizer list, conditional on the resourceVersion the list was
 // read at: a finalizer someone else added meanwhile makes it fail (409) and retry, never lost.
-void Controller::patch_drop_finalizer(const Json& relay, bool keep) {
+void RelayReconciler::patch_drop_finalizer(const Json& relay, bool keep) {
   Json finalizers = Json::array();
   for (const Json& f : relay.at("metadata").value("finalizers", Json::array())) {
     if (f != kDropFinalizer) {
@@ -55,7 +55,7 @@ void Controller::patch_drop_finalizer(const Json& relay, bool keep) {
                ns_of(relay), name_of(relay));
 }
 
-void Controller::keep_drop_finalizer(const Json& relay, std::stop_token stop) {
+void RelayReconciler::keep_drop_finalizer(const Json& relay, std::stop_token stop) {
   const bool want = drops_on_deletion(relay);
   if (want == has_drop_finalizer(relay)) {
     return;
@@ -64,11 +64,11 @@ void Controller::keep_drop_finalizer(const Json& relay, std::stop_token stop) {
   patch_drop_finalizer(relay, want);
 }
 
-bool Controller::stop_relays(const Json& relay, std::stop_token stop) {
+bool RelayReconciler::stop_relays(const Json& relay, std::stop_token stop) {
   const std::string ns = ns_of(relay);
   const RelayNames names(name_of(relay));
   bool stopped = true;
-  if (kube::Informer* informer = informer_for(owned::deployments, ns)) {
+  if (const kube::Informer* informer = informer_for(owned::deployments, ns)) {
     if (const std::optional<Json> d = informer->get(ns + "/" + names.deployment)) {
       if (d->value("/spec/replicas"_json_pointer, 1) != 0) {
         throw_if_stopped(stop);
@@ -82,7 +82,7 @@ bool Controller::stop_relays(const Json& relay, std::stop_token stop) {
                 d->value("/status/terminatingReplicas"_json_pointer, 0) == 0;
     }
   }
-  if (kube::Informer* informer = informer_for(owned::cron_jobs, ns)) {
+  if (const kube::Informer* informer = informer_for(owned::cron_jobs, ns)) {
     for (const std::string& name : {names.compensation, names.retention}) {
       const std::optional<Json> c = informer->get(ns + "/" + name);
       if (c && !c->value("/spec/suspend"_json_pointer, false)) {
@@ -94,7 +94,7 @@ bool Controller::stop_relays(const Json& relay, std::stop_token stop) {
   return stopped;
 }
 
-ReconcileResult Controller::finalize(const Json& relay, std::stop_token stop) {
+ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token stop) {
   const std::string ns = ns_of(relay);
   const std::string key = ns + "/" + name_of(relay);
   if (!has_drop_finalizer(relay)) {
@@ -124,7 +124,7 @@ ReconcileResult Controller::finalize(const Json& relay, std::stop_token stop) {
     throw TerminalError(std::string("invalid spec: ") + e.what());
   }
   const std::string job_name = name_of(job->object);
-  kube::Informer* jobs = informer_for(owned::jobs, ns);
+  const kube::Informer* jobs = informer_for(owned::jobs, ns);
   const std::optional<Json> live = jobs ? jobs->get(ns + "/" + job_name) : std::nullopt;
   if (!live) {
     throw_if_stopped(stop);

@@ -1,13 +1,88 @@
-#include "controller/controller.hpp"
+#include "controller/relay_reconciler.hpp"
 
-// The reconcile function: the one place that says, in order, what one OutboxRelay needs.
+// The reconcile function: the one place that says, in order, what one OutboxRelay needs; and
+// what the engine watches for it.
 namespace outbox::controller {
+namespace {
+
+const std::vector<const kube::Resource*>& owned_kinds() {
+  static const std::vector<const kube::Resource*> kinds = {&owned::service_accounts,
+                                                           &owned::roles,
+                                                           &owned::role_bindings,
+                                                           &owned::config_maps,
+                                                           &owned::deployments,
+                                                           &owned::cron_jobs,
+                                                           &owned::jobs,
+                                                           &owned::services,
+                                                           &owned::pod_disruption_budgets,
+                                                           &owned::network_policies};
+  return kinds;
+}
+
+// The earlier of `recheck` and `after`.
+void recheck_within(std::optional<std::chrono::milliseconds>& recheck,
+                    std::chrono::milliseconds after) {
+  recheck = recheck ? std::min(*recheck, after) : after;
+}
+
+}  // namespace
+
+kube::Watches relay_watches(const std::vector<std::string>& namespaces) {
+  kube::Watches watches;
+  watches.primary = &kOutboxRelays;
+  watches.owned = owned_kinds();
+  watches.namespaces = namespaces;
+  // The caches hold every OutboxRelay and every object they own: managedFields would about
+  // double their memory, and nothing here reads them.
+  watches.primary_options.transform = kube::strip_managed_fields;
+  // Only objects carrying our managed-by label: never the whole cluster's ConfigMaps.
+  watches.owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
+  watches.owned_options.transform = kube::strip_managed_fields;
+  watches.not_served_hint =
+      "; install it with the chart (helm install) or: kubectl apply --server-side "
+      "-f charts/outbox-operator/crds/";
+  return watches;
+}
+
+RelayReconciler::RelayReconciler(kube::Client& client, ControllerOptions options,
+                                 metrics::Registry& registry, const kube::Caches& caches)
+    : client_(client),
+      options_(std::move(options)),
+      caches_(caches),
+      applies_(registry.counter("outbox_controller_applies_total",
+                                "Server-side applies of owned objects")),
+      status_writes_(registry.counter("outbox_controller_status_writes_total",
+                                      "Status applies of OutboxRelays")),
+      events_(registry.counter("outbox_controller_events_total", "Events recorded")) {}
+
+// The Drop Job has no ownerReference (drop_job says why): its labels name the resource.
+std::vector<std::string> RelayReconciler::owners_of(const Json& owned) const {
+  std::vector<std::string> keys;
+  const std::string ns = owned.at("metadata").value("namespace", "");
+  const Json refs = owned.at("metadata").value("ownerReferences", Json::array());
+  for (const Json& ref : refs) {
+    if (ref.value("kind", "") == "OutboxRelay" && ref.value("controller", false)) {
+      keys.push_back(ns + "/" + ref.value("name", ""));
+    }
+  }
+  const Json labels = owned.at("metadata").value("labels", Json::object());
+  if (refs.empty() && labels.value("app.kubernetes.io/component", "") == "drop") {
+    keys.push_back(ns + "/" + labels.value("app.kubernetes.io/instance", ""));
+  }
+  return keys;
+}
+
+void RelayReconciler::observe_owned(const kube::Resource& kind, const Json& object, bool deleted) {
+  if (&kind == &owned::deployments) {
+    observe_deployment(object, deleted);
+  }
+}
 
 // Everything one OutboxRelay needs, from the top: read it, check its inputs, apply what it
-// owns, report. Any step may end the pass early. Failures are thrown: process() retries them
+// owns, report. Any step may end the pass early. Failures are thrown: the engine retries them
 // with backoff, except an invalid spec, which is terminal (see TerminalError).
-ReconcileResult Controller::reconcile(const std::string& key, std::stop_token stop) {
-  const std::optional<Json> relay = cached_relay(key);
+ReconcileResult RelayReconciler::reconcile(const std::string& key, std::stop_token stop) {
+  const std::optional<Json> relay = caches_.primary(key);
   if (!relay) {
     forget(key);
     return {};  // gone: the garbage collector removes what it owned
@@ -24,50 +99,61 @@ ReconcileResult Controller::reconcile(const std::string& key, std::stop_token st
     update_status(*relay, std::nullopt, stop);
     return {};
   }
-
-  RenderOptions render = options_.render;
-  render.relays_alive = relays_alive(*relay, std::chrono::system_clock::now());
-  std::optional<Problem> secret_problem;
   RenderedRelay rendered;
+  if (std::optional<ReconcileResult> reported = render_or_report(*relay, rendered, stop)) {
+    return *reported;
+  }
+  return apply_and_report(*relay, rendered, stop);
+}
+
+std::optional<ReconcileResult> RelayReconciler::render_or_report(const Json& relay,
+                                                                 RenderedRelay& rendered,
+                                                                 std::stop_token stop) {
+  RenderOptions render = options_.render;
+  render.relays_alive = relays_alive(relay, std::chrono::system_clock::now());
+  std::optional<Problem> secret_problem;
   try {
-    secret_problem = check_secrets(*relay, render);
+    secret_problem = check_secrets(relay, render);
     if (!secret_problem) {
-      rendered = render_relay(*relay, render);
+      rendered = render_relay(relay, render);
     }
   } catch (const InvalidSpec& e) {
     // No retry can fix a spec; the edit that does is a watch event, which reconciles again.
-    update_status(*relay, Problem{"InvalidSpec", e.what()}, stop);
+    update_status(relay, Problem{"InvalidSpec", e.what()}, stop);
     throw TerminalError(std::string("invalid spec: ") + e.what());
   }
   if (secret_problem) {
-    update_status(*relay, secret_problem, stop);
-    return {Outcome::kRequeueAfter, options_.secret_retry};
+    update_status(relay, secret_problem, stop);
+    return ReconcileResult{Outcome::kRequeueAfter, options_.secret_retry};
   }
+  return std::nullopt;
+}
 
+ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRelay& rendered,
+                                                  std::stop_token stop) {
   const bool rollout_queued = hold_rollout(rendered);
-  const bool schema_job_queued = hold_schema_job(*relay, rendered);
-  const std::set<std::string> request_jobs = existing_request_jobs(*relay);
-  apply_all(*relay, rendered, stop);
-  announce_requests(*relay, request_jobs);
-  answer_ended_requeue(*relay, stop);
+  const bool schema_job_queued = hold_schema_job(relay, rendered);
+  const std::set<std::string> request_jobs = existing_request_jobs(relay);
+  apply_all(relay, rendered, stop);
+  announce_requests(relay, request_jobs);
+  answer_ended_requeue(relay, stop);
 
   // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
   // last backlog report turns stale: look again then.
   const bool not_ready =
-      update_status(*relay, std::nullopt, stop, rollout_queued, schema_job_queued);
+      update_status(relay, std::nullopt, stop, rollout_queued, schema_job_queued);
   std::optional<std::chrono::milliseconds> recheck;
-  if (auto stale_in = backlog_report_turns_stale_in(relay->value("status", Json::object()),
+  if (auto stale_in = backlog_report_turns_stale_in(relay.value("status", Json::object()),
                                                     std::chrono::system_clock::now())) {
     recheck = std::chrono::ceil<std::chrono::milliseconds>(*stale_in);
   }
   if (not_ready) {
-    recheck = recheck ? std::min(*recheck, options_.not_ready_recheck) : options_.not_ready_recheck;
+    recheck_within(recheck, options_.not_ready_recheck);
   }
   if (rollout_queued || schema_job_queued) {
-    constexpr std::chrono::milliseconds kRolloutQueueRecheck{5'000};
-    recheck = recheck ? std::min(*recheck, kRolloutQueueRecheck) : kRolloutQueueRecheck;
+    recheck_within(recheck, std::chrono::milliseconds(5'000));  // the rollout queue moves
   }
   if (recheck) {
     return {Outcome::kRequeueAfter, *recheck};

@@ -1,4 +1,4 @@
-#include "controller/controller.hpp"
+#include "controller/relay_reconciler.hpp"
 
 #include "kube/errors.hpp"
 
@@ -63,7 +63,7 @@ std::vector<SecretRef> secret_refs(const Json& relay) {
 
 }  // namespace
 
-std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOptions& render) {
+std::optional<Problem> RelayReconciler::check_secrets(const Json& relay, RenderOptions& render) {
   const std::string ns = ns_of(relay);
   render.secret_versions.clear();
   for (const SecretRef& ref : secret_refs(relay)) {
@@ -81,8 +81,8 @@ std::optional<Problem> Controller::check_secrets(const Json& relay, RenderOption
 // By name and metadata only: the operator never lists, watches or reads the values of a
 // Secret. Whether a key exists is the kubelet's to say (CreateContainerConfigError, which
 // the Ready condition then quotes).
-std::optional<std::string> Controller::secret_version(const std::string& ns,
-                                                      const std::string& name) {
+std::optional<std::string> RelayReconciler::secret_version(const std::string& ns,
+                                                           const std::string& name) {
   const std::string key = ns + "/" + name;
   const auto now = Clock::now();
   {

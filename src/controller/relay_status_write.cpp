@@ -1,4 +1,4 @@
-#include "controller/controller.hpp"
+#include "controller/relay_reconciler.hpp"
 
 #include <set>
 
@@ -15,13 +15,14 @@ const kube::Resource kPods{"", "v1", "pods", true};
 
 }  // namespace
 
-bool Controller::update_status(const Json& relay, const std::optional<Problem>& problem,
-                               std::stop_token stop, bool rollout_queued, bool schema_job_queued) {
+bool RelayReconciler::update_status(const Json& relay, const std::optional<Problem>& problem,
+                                    std::stop_token stop, bool rollout_queued,
+                                    bool schema_job_queued) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   note_failed_events(relay);
   std::optional<Json> deployment;
-  if (kube::Informer* d = informer_for(owned::deployments, ns)) {
+  if (const kube::Informer* d = informer_for(owned::deployments, ns)) {
     deployment = d->get(ns + "/" + RelayNames(name).deployment);
   }
   std::string job_name;
@@ -31,7 +32,7 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
   } catch (const InvalidSpec&) {
     // Rendering refused the spec: the problem (Degraded) says so already.
   }
-  if (kube::Informer* j = informer_for(owned::jobs, ns); j != nullptr && !job_name.empty()) {
+  if (const kube::Informer* j = informer_for(owned::jobs, ns); j != nullptr && !job_name.empty()) {
     job = j->get(ns + "/" + job_name);
   }
   std::string detail;
@@ -73,7 +74,7 @@ bool Controller::update_status(const Json& relay, const std::optional<Problem>& 
 // Only for a resource whose Deployment has pods that are not all ready, and one list per
 // look: no pod informer, whose cache would hold every relay pod of the cluster. Served from
 // the apiserver's watch cache (resourceVersion 0), not from etcd.
-std::string Controller::pods_detail(const Json& relay) {
+std::string RelayReconciler::pods_detail(const Json& relay) {
   kube::ListOptions by_relay;
   by_relay.label_selector = relay_selector(name_of(relay));
   by_relay.resource_version = "0";
@@ -84,14 +85,14 @@ std::string Controller::pods_detail(const Json& relay) {
 // The cache is known to be current when it shows the resourceVersion our last write returned,
 // or when this process never wrote this status (its informer has watched it since before it
 // led).
-bool Controller::status_cache_current(const Json& relay) {
+bool RelayReconciler::status_cache_current(const Json& relay) {
   const std::string cached_version = relay.at("metadata").value("resourceVersion", "");
   std::lock_guard lock(applied_mu_);
   auto it = status_written_.find(ns_of(relay) + "/" + name_of(relay));
   return it == status_written_.end() || it->second == cached_version;
 }
 
-void Controller::write_status(const Json& relay, const Json& desired, const Json& before) {
+void RelayReconciler::write_status(const Json& relay, const Json& desired, const Json& before) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   Json written = client_.apply_status(kOutboxRelays, ns,
@@ -116,9 +117,9 @@ void Controller::write_status(const Json& relay, const Json& desired, const Json
 // answers for it (ended_change_run): a merge patch of that one field, as the pod's own. The
 // live object is read first: the pod's report comes before the Job ends, but its watch event
 // may come after.
-void Controller::answer_ended_requeue(const Json& relay, std::stop_token stop) {
+void RelayReconciler::answer_ended_requeue(const Json& relay, std::stop_token stop) {
   const std::string ns = ns_of(relay);
-  kube::Informer* jobs = informer_for(owned::jobs, ns);
+  const kube::Informer* jobs = informer_for(owned::jobs, ns);
   if (jobs == nullptr) {
     return;
   }
@@ -164,7 +165,7 @@ std::string annotation_manager(const Json& live, const std::string& annotation) 
 // change, and which Job carries it out. `existing` says which Jobs the cache held before the
 // pass applied anything, so a Job already there (a request seen before, by this process or an
 // earlier leader) announces nothing.
-void Controller::announce_requests(const Json& relay, const std::set<std::string>& existing) {
+void RelayReconciler::announce_requests(const Json& relay, const std::set<std::string>& existing) {
   const std::string ns = ns_of(relay);
   for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
     const ChangeRequest request = change_request(relay, *kind);
@@ -202,9 +203,9 @@ void Controller::announce_requests(const Json& relay, const std::set<std::string
 }
 
 // Which requeue and replay Jobs of `relay` the cache holds now.
-std::set<std::string> Controller::existing_request_jobs(const Json& relay) {
+std::set<std::string> RelayReconciler::existing_request_jobs(const Json& relay) {
   std::set<std::string> out;
-  kube::Informer* jobs = informer_for(owned::jobs, ns_of(relay));
+  const kube::Informer* jobs = informer_for(owned::jobs, ns_of(relay));
   for (const ChangeKind* kind : {&kRequeueKind, &kReplayKind}) {
     const ChangeRequest request = change_request(relay, *kind);
     if (!request.job.empty() && (jobs == nullptr || jobs->get(ns_of(relay) + "/" + request.job))) {
@@ -218,7 +219,7 @@ std::set<std::string> Controller::existing_request_jobs(const Json& relay) {
 // not ready (the usual way its problem gets fixed: a new Secret, a new spec) never comes back
 // to. So the operator removes it once every relay pod is ready, or once no pod has repeated it
 // for kRelayProblemFresh. A merge patch, as it is another manager's field.
-void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
+void RelayReconciler::clear_relay_problem(const Json& relay, bool not_ready) {
   const Json status = relay.value("status", Json::object());
   if (!status.contains("relayProblem")) {
     return;
@@ -232,7 +233,7 @@ void Controller::clear_relay_problem(const Json& relay, bool not_ready) {
   status_writes_.inc();
 }
 
-void Controller::forget(const std::string& key) {
+void RelayReconciler::forget(const std::string& key) {
   std::lock_guard lock(applied_mu_);
   status_written_.erase(key);
   failed_seen_.erase(key);
@@ -242,7 +243,7 @@ void Controller::forget(const std::string& key) {
 
 // The FAILED count is the relays' field: its rise from 0 is judged on every look, not only
 // when the operator writes the status.
-void Controller::note_failed_events(const Json& relay) {
+void RelayReconciler::note_failed_events(const Json& relay) {
   const Json status = relay.value("status", Json::object());
   if (!status.contains("/backlog/failed"_json_pointer)) {
     return;
@@ -262,7 +263,7 @@ void Controller::note_failed_events(const Json& relay) {
 }
 
 // Best effort: an Event that cannot be written is logged, never retried.
-void Controller::record_event(const Json& relay, const EventNote& note) {
+void RelayReconciler::record_event(const Json& relay, const EventNote& note) {
   const std::string now = format_time(std::chrono::system_clock::now());
   try {
     client_.create(kube::resources::events, ns_of(relay),
