@@ -31,7 +31,10 @@ trap cleanup EXIT
 
 # --- the relay's exposition, scraped -------------------------------------------------
 # Port 1 on loopback: nothing listens there, so connections are refused at once. The
-# OUTBOX_LOG_* variables are what the operator sets in a relay pod (downward API).
+# OUTBOX_LOG_* variables are what the operator sets in a relay pod (downward API). The log
+# exists before the relay starts: the background job opens it only once it runs, and a sed of a
+# missing file below would end the script (pipefail).
+: >"$tmp/relay.log"
 OUTBOX_LOG_NAMESPACE=shop OUTBOX_LOG_OUTBOXRELAY=orders OUTBOX_LOG_REPLICA=orders-relay-0 \
   "$binary" relay --dsn 'postgresql://outbox@127.0.0.1:1/outbox?connect_timeout=1' --table public.outbox_event \
   --brokers 127.0.0.1:1 --topic outbox.events --listen 127.0.0.1:0 >"$tmp/relay.log" 2>&1 &
