@@ -6,7 +6,6 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "inbox/inbox.hpp"
+#include "support/at_once.hpp"
 #include "support/testbed.hpp"
 
 namespace outbox {
@@ -36,26 +36,10 @@ TEST(InboxMigrate, InboxesOfOneSchemaMigratedAtOnceAllSucceed) {
   pqxx::connection admin(dsn);
   pqxx::nontransaction(admin).exec("CREATE SCHEMA \"" + schema + "\"");
   constexpr int kInboxes = 8;
-  std::vector<std::unique_ptr<pqxx::connection>> sessions;
-  for (int i = 0; i < kInboxes; ++i) {
-    sessions.push_back(std::make_unique<pqxx::connection>(dsn));
-  }
-  std::barrier start(kInboxes);
-  std::vector<std::string> errors(kInboxes);
-  std::vector<std::thread> migrations;
-  for (int i = 0; i < kInboxes; ++i) {
-    migrations.emplace_back([&, i] {
-      start.arrive_and_wait();
-      try {
-        inbox::migrate_inbox(*sessions[i], TableName::parse(schema + ".inbox" + std::to_string(i)));
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& m : migrations) {
-    m.join();
-  }
+  const std::vector<std::string> errors =
+      testbed::at_once_on_sessions(dsn, kInboxes, [&](pqxx::connection& session, int i) {
+        inbox::migrate_inbox(session, TableName::parse(schema + ".inbox" + std::to_string(i)));
+      });
   for (int i = 0; i < kInboxes; ++i) {
     EXPECT_EQ(errors[i], "") << "migration of inbox" << i;
   }

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <latch>
-#include <memory>
 #include <set>
 #include <thread>
 
@@ -12,6 +10,7 @@
 #include "outbox/shards.hpp"
 #include "outbox/store.hpp"
 #include "relay_fixture.hpp"
+#include "support/at_once.hpp"
 #include "support/testbed.hpp"
 
 namespace outbox {
@@ -47,26 +46,10 @@ TEST(Schema, TablesOfOneSchemaMigratedAtOnceAllSucceed) {
   pqxx::connection admin(dsn);
   pqxx::nontransaction(admin).exec("CREATE SCHEMA \"" + schema + "\"");
   constexpr int kTables = 8;
-  std::vector<std::unique_ptr<pqxx::connection>> sessions;
-  for (int i = 0; i < kTables; ++i) {
-    sessions.push_back(std::make_unique<pqxx::connection>(dsn));
-  }
-  std::latch start(kTables);
-  std::vector<std::string> errors(kTables);
-  std::vector<std::thread> migrations;
-  for (int i = 0; i < kTables; ++i) {
-    migrations.emplace_back([&, i] {
-      start.arrive_and_wait();
-      try {
-        migrate(*sessions[i], TableName::parse(schema + ".t" + std::to_string(i)), 4);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& m : migrations) {
-    m.join();
-  }
+  const std::vector<std::string> errors =
+      testbed::at_once_on_sessions(dsn, kTables, [&](pqxx::connection& session, int i) {
+        migrate(session, TableName::parse(schema + ".t" + std::to_string(i)), 4);
+      });
   for (int i = 0; i < kTables; ++i) {
     EXPECT_EQ(errors[i], "") << "migration of table t" << i;
   }
