@@ -35,6 +35,18 @@ command -v mvn >/dev/null && missing=("${missing[@]/maven}")
 command -v go >/dev/null && missing=("${missing[@]/golang-go}")
 read -r -a missing <<<"${missing[*]}"
 if [ ${#missing[@]} -gt 0 ]; then
+  # Two callers at once (a demo and a test run) install one after the other: apt-get fails
+  # at once, rather than waiting, when another one holds dpkg's lock. The second finds the
+  # packages installed and installs nothing.
+  exec 9>/tmp/outbox-operator-deps.lock
+  flock 9
+  still=()
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || still+=("$p")
+  done
+  missing=("${still[@]}")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
   echo "[deps] installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null

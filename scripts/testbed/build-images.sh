@@ -58,14 +58,20 @@ build_debian() {
   touch "$top/.debian-bookworm"
 }
 
-# save NAME REF: writes REF as $OUT/NAME.tar (docker-archive keeps the full name).
+# save NAME REF: writes REF as $OUT/NAME.tar (docker-archive keeps the full name), under a
+# temporary name first: an archive under its own name is always a whole one.
 save() {
-  rm -f "$OUT/$1.tar"
-  "${BUILDAH[@]}" push "$2" "docker-archive:$OUT/$1.tar:$2"
+  rm -f "$OUT/$1.tar.part"
+  "${BUILDAH[@]}" push "$2" "docker-archive:$OUT/$1.tar.part:$2"
+  mv -f "$OUT/$1.tar.part" "$OUT/$1.tar"
 }
 
+# archived NAME: true when $OUT/NAME.tar is there and reads to its end (a truncated archive,
+# say from a full disk, is built again rather than imported half).
+archived() { [ -f "$OUT/$1.tar" ] && tar -tf "$OUT/$1.tar" >/dev/null 2>&1; }
+
 build_pause() {
-  [ -f "$OUT/pause.tar" ] && return 0
+  archived pause && return 0
   local src c mnt
   src=$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c
   [ -f "$src" ] || go mod download "k8s.io/kubernetes@$K8S_VERSION"
@@ -80,7 +86,7 @@ build_pause() {
 }
 
 build_tools() {
-  [ -f "$OUT/tools.tar" ] && return 0
+  archived tools && return 0
   local c mnt
   c=$("${BUILDAH[@]}" from scratch)
   mnt=$("${BUILDAH[@]}" mount "$c")
@@ -104,7 +110,7 @@ build_project() {
   local ref
   ref="localhost/outbox-operator:dev-$(source_hash)"
   [ -f "$OUT/outbox-operator.ref" ] && [ "$(cat "$OUT/outbox-operator.ref")" = "$ref" ] &&
-    [ -f "$OUT/outbox-operator.tar" ] && return 0
+    archived outbox-operator && return 0
   # Working containers left by an interrupted build (the store is this script's alone,
   # under its lock) would only take space.
   "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
@@ -121,8 +127,9 @@ build_project() {
   # behind by an interrupted build would otherwise hold it).
   nice -n 10 "${BUILDAH[@]}" bud --layers --pull=never --isolation chroot --network host \
     -f "$REPO_ROOT/Dockerfile" -t "$ref" "$REPO_ROOT" 8>&-
+  rm -f "$OUT/outbox-operator.ref"  # the archive below is not this ref's until both are written
   save outbox-operator "$ref"
-  echo "$ref" >"$OUT/outbox-operator.ref"
+  echo "$ref" >"$OUT/outbox-operator.ref.part" && mv -f "$OUT/outbox-operator.ref.part" "$OUT/outbox-operator.ref"
   # Keep the store small: images of older trees go (the cached layers stay).
   "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/outbox-operator:' |
     grep -vx "$ref" | xargs -r "${BUILDAH[@]}" rmi -f || true

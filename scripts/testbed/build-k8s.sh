@@ -2,29 +2,25 @@
 # build-k8s.sh [node]
 # Builds kube-apiserver, kubectl (same module), etcd and helm from the Go module
 # proxy into $TESTBED_CACHE/k8s-$K8S_VERSION/bin and prints that directory. With
-# `node`, also kubelet, kube-scheduler and kube-controller-manager from the same
-# k8s.io/kubernetes module (the test bed's node; fast tests do without them).
-# Idempotent: returns at once when cached. Build output goes to build.log beside bin/.
+# `node`, builds kubelet, kube-scheduler and kube-controller-manager from the same
+# k8s.io/kubernetes module into $TESTBED_CACHE/k8s-$K8S_VERSION/node-bin and prints that
+# one instead (the test bed's node; fast tests do without them). Each directory is a cache
+# entry (scripts/cache.sh): filled once under a lock, sealed, and refilled when a binary
+# is missing or truncated. Build output goes to build.log beside them.
+# shellcheck disable=SC2031  # BIN and work are set by fill, in cache_fill's subshell, and read in subshells of it
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../cache.sh
+source "$TESTBED_DIR/../cache.sh"
 top="$TESTBED_CACHE/k8s-$K8S_VERSION"
-BIN="$top/bin"
-stamp="$BIN/.complete"
 versions="kubernetes $K8S_VERSION etcd $ETCD_VERSION helm $HELM_VERSION"
-steps=(etcd helm kube)
 case ${1:-} in
-  node) steps+=(node); stamp="$BIN/.complete-node" ;;
-  "") ;;
+  node) entry="$top/node-bin" steps=(node) ;;
+  "") entry="$top/bin" steps=(etcd helm kube) ;;
   *) die "usage: $0 [node]" ;;
 esac
-cached() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$versions" ]; }
-cached && { echo "$BIN"; exit 0; }
-mkdir -p "$BIN"
-# Two callers at once (say two up.sh) must not build into the same dirs together.
-exec 9>"$top/.lock"
-flock 9
-cached && { echo "$BIN"; exit 0; }
-work="$top/src"
+cache_sealed "$entry" "$versions" && { echo "$entry"; exit 0; }
+mkdir -p "$top"
 buildlog="$top/build.log"
 
 # What `kubectl version` and the components report (a plain go build leaves it empty).
@@ -37,10 +33,11 @@ version_ldflags() {
   echo "$ldf"
 }
 
-build_kube() {
-  [ -f "$BIN/.kube-$K8S_VERSION" ] && return 0
+# kube_module DIR: a Go module in DIR requiring k8s.io/kubernetes with its staging modules
+# pointed at their published versions; the kube and node builds share its recipe.
+kube_module() {
   local stg="v0.${K8S_VERSION#v1.}"
-  rm -rf "$work/kube" && mkdir -p "$work/kube" && cd "$work/kube"
+  mkdir -p "$1" && cd "$1"
   go mod init local.test/k8sbin >/dev/null 2>&1
   go mod edit -go=1.26.0
   local gomod
@@ -50,6 +47,10 @@ build_kube() {
   sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod" |
     while read -r m; do go mod edit -replace="$m=$m@$stg"; done
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
+}
+
+build_kube() {
+  kube_module "$work/kube"
   cat > tools.go <<'EOT'
 //go:build tools
 
@@ -62,14 +63,11 @@ import (
 EOT
   go mod tidy
   go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-  touch "$BIN/.kube-$K8S_VERSION"
 }
 
-# The node's binaries, in the module build_kube set up (same replaces, same version).
+# The node's binaries, from the same module recipe (same replaces, same version).
 build_node() {
-  [ -f "$BIN/.node-$K8S_VERSION" ] && return 0
-  [ -f "$work/kube/go.mod" ] || { rm -f "$BIN/.kube-$K8S_VERSION"; build_kube; }
-  cd "$work/kube"
+  kube_module "$work/node"
   cat > tools_node.go <<'EOT'
 //go:build tools
 
@@ -84,12 +82,10 @@ EOT
   go mod tidy
   nice -n 10 go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/" k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet
-  touch "$BIN/.node-$K8S_VERSION"
 }
 
 build_etcd() {
-  [ -f "$BIN/.etcd-$ETCD_VERSION" ] && return 0
-  rm -rf "$work/etcd" && mkdir -p "$work/etcd" && cd "$work/etcd"
+  mkdir -p "$work/etcd" && cd "$work/etcd"
   go mod init local.test/etcdbin >/dev/null 2>&1
   go mod edit -go=1.26.0
   go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
@@ -102,12 +98,10 @@ import _ "go.etcd.io/etcd/server/v3"
 EOT
   go mod tidy
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
-  touch "$BIN/.etcd-$ETCD_VERSION"
 }
 
 build_helm() {
-  [ -f "$BIN/.helm-$HELM_VERSION" ] && return 0
-  rm -rf "$work/helm" && mkdir -p "$work/helm" && cd "$work/helm"
+  mkdir -p "$work/helm" && cd "$work/helm"
   go mod init local.test/helmbin >/dev/null 2>&1
   go mod edit -go=1.26.0
   local major="${HELM_VERSION%%.*}"
@@ -121,21 +115,25 @@ import _ "helm.sh/helm/$major/cmd/helm"
 EOT
   go mod tidy
   go build -trimpath -ldflags "-s -w -X helm.sh/helm/$major/internal/version.version=$HELM_VERSION" -o "$BIN/helm" "helm.sh/helm/$major/cmd/helm"
-  touch "$BIN/.helm-$HELM_VERSION"
 }
 
-log "building ${steps[*]} ($K8S_VERSION, etcd $ETCD_VERSION, helm $HELM_VERSION) into $BIN (cold: ~7 min on 2 cores, the node ~6 min more); log: $buildlog"
-# Each step runs in a subshell so that a failing command inside stops it (set -e)
-# and the message names the log.
-for step in "${steps[@]}"; do
-  t=$SECONDS
-  # Not in an if/||: there bash would ignore set -e inside the subshell too.
-  set +e; ( set -e; "build_$step" ) >>"$buildlog" 2>&1; rc=$?; set -e
-  if [ "$rc" -ne 0 ]; then
-    tail -n 30 "$buildlog" >&2
-    die "building $step failed; log: $buildlog"
-  fi
-  log "built $step in $((SECONDS - t)) s"
-done
-echo "$versions" >"$stamp"
-echo "$BIN"
+# fill DIR: every step into DIR, each step's Go module in DIR.src (removed with the fill's
+# debris if the fill is killed: cache.sh removes ENTRY.fill-*).
+fill() {
+  BIN=$1 work="$1.src"
+  local step t rc
+  for step in "${steps[@]}"; do
+    t=$SECONDS
+    # Not in an if/||: there bash would ignore set -e inside the subshell too.
+    set +e; ( set -e; "build_$step" ) >>"$buildlog" 2>&1; rc=$?; set -e
+    if [ "$rc" -ne 0 ]; then
+      tail -n 30 "$buildlog" >&2
+      die "building $step failed; log: $buildlog"
+    fi
+    log "built $step in $((SECONDS - t)) s"
+  done
+  rm -rf "$work"
+}
+log "building ${steps[*]} ($K8S_VERSION, etcd $ETCD_VERSION, helm $HELM_VERSION) into $entry (cold: ~7 min on 2 cores, the node ~6 min more); log: $buildlog"
+cache_fill "$entry" "$versions" fill
+echo "$entry"

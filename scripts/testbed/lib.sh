@@ -3,7 +3,9 @@
 # Binaries and jars are cached outside the work tree so that a fresh clone
 # (CI runs one) reuses what an earlier run on the same machine built.
 set -euo pipefail
-TESTBED_CACHE="${TESTBED_CACHE:-$HOME/.cache/outbox-operator-testbed}"
+# shellcheck source-path=SCRIPTDIR source=../cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cache.sh"
+TESTBED_CACHE="$OUTBOX_CACHE"
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
@@ -116,11 +118,11 @@ kafka_format() {
 }
 
 # maven_lib DEST POM WHAT VERSIONS JAR... -- MVN_ARG...: the jars POM's `package` copies into
-# DEST/lib, from Maven Central (built in DEST/build, so no target/ appears in the work tree);
-# prints DEST/lib. Idempotent: returns at once when DEST's stamp matches POM and VERSIONS (a
-# line naming every version the MVN_ARGs set). One fetch at a time: a caller that waited finds
-# the stamp written. Dies with maven's log when it fails or a JAR (a name in DEST/lib) is
-# missing.
+# DEST/lib, from Maven Central; prints DEST/lib. DEST is a cache entry (scripts/cache.sh):
+# quick when sealed for POM and VERSIONS (a line naming every version the MVN_ARGs set) and
+# whole; filled under its lock otherwise, so callers at once share one fetch, and a jar gone
+# or truncated since is fetched again. Dies with maven's log (DEST.mvn.log) when it fails or
+# a JAR (a name in DEST/lib) is missing.
 maven_lib() {
   local dest=$1 pom=$2 what=$3 versions=$4
   shift 4
@@ -130,25 +132,34 @@ maven_lib() {
     shift
   done
   shift
-  local lib="$dest/lib" stamp="$dest/.complete" want
+  local want
   want="$(cat "$pom" <(echo "$versions") | sha256sum | cut -d' ' -f1)"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "$lib"; return 0; fi
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  mkdir -p "$dest"
-  exec 9>"$dest/.lock"
-  flock 9
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "$lib"; return 0; fi
-  log "fetching $what jars from Maven Central into $lib"
-  local work="$dest/build" mvnlog="$dest/mvn.log" jar
-  rm -rf "$lib" "$work" && mkdir -p "$work"
-  cp "$pom" "$work/pom.xml"
-  if ! mvn -B -Dstyle.color=never -f "$work/pom.xml" package "$@" -Dlib.dir="$lib" >"$mvnlog" 2>&1; then
+  if ! cache_sealed "$dest" "$want"; then
+    command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+    log "fetching $what jars from Maven Central into $dest/lib"
+    cache_fill "$dest" "$want" maven_fill "$pom" "$dest.mvn.log" "${jars[@]}" -- "$@"
+  fi
+  echo "$dest/lib"
+}
+# maven_fill DIR POM LOG JAR... -- MVN_ARG...: maven_lib's fill (built in DIR/build, so no
+# target/ appears in the work tree; the build directory goes once the jars are copied).
+maven_fill() {
+  local dir=$1 pom=$2 mvnlog=$3 jar
+  shift 3
+  local jars=()
+  while [ "$1" != "--" ]; do
+    jars+=("$1")
+    shift
+  done
+  shift
+  mkdir -p "$dir/build"
+  cp "$pom" "$dir/build/pom.xml"
+  if ! mvn -B -Dstyle.color=never -f "$dir/build/pom.xml" package "$@" -Dlib.dir="$dir/lib" >"$mvnlog" 2>&1; then
     tail -n 30 "$mvnlog" >&2
     die "maven failed; log: $mvnlog"
   fi
   for jar in "${jars[@]}"; do
-    [ -f "$lib/$jar" ] || die "$jar missing in $lib; log: $mvnlog"
+    [ -f "$dir/lib/$jar" ] || die "$jar missing in $dir/lib; log: $mvnlog"
   done
-  echo "$want" >"$stamp"
-  echo "$lib"
+  rm -rf "$dir/build"
 }

@@ -117,7 +117,7 @@ setup_pg_role() {
 init_kafka() {
   local d=$TESTBED_STATE/kafka lib port cport bport tport sport psport cid
   rm -rf "$d" && mkdir -p "$d/data"
-  lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka "$TESTBED_CACHE/kafka-$KAFKA_VERSION/mvn.log"
+  lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka "$TESTBED_CACHE/kafka-$KAFKA_VERSION.mvn.log"
   echo "$lib" >"$d/lib"
   cp "$TESTBED_DIR/kafka/log4j2.xml" "$d/"
   port=$(free_port) && echo "$port" >"$d/port"
@@ -216,7 +216,7 @@ check_kafka_topic() {
 init_kafka3() {
   local d=$TESTBED_STATE/kafka3 lib cid n voters="" bootstrap=""
   rm -rf "$d" && mkdir -p "$d"
-  lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka3 "$TESTBED_CACHE/kafka-$KAFKA_VERSION/mvn.log"
+  lib=$("$TESTBED_DIR/fetch-kafka.sh") || abort kafka3 "$TESTBED_CACHE/kafka-$KAFKA_VERSION.mvn.log"
   echo "$lib" >"$d/lib"
   cp "$TESTBED_DIR/kafka/log4j2.xml" "$d/"
   for n in 1 2 3; do
