@@ -24,6 +24,7 @@ std::vector<SpecField> make_table() {
       {"/database/table", d::kTable, {}, {}, {}},
       {"/database/manageSchema", false, {}, {}, {}},
       {"/database/mode", none, {}, {}, {"Status", "Log"}},
+      {"/database/onClusterMove", none, {}, {}, {"Rebase", "Refuse"}},
       {"/database/payload", none, {}, {}, {"Json", "Text", "Bytes"}},
       {"/database/tls/mode", d::kDatabaseTlsMode, {}, {}, {"verify-full", "verify-ca", "require"}},
       {"/database/tls/ca/secretRef/key", "ca.crt", {}, {}, {}},
@@ -195,6 +196,7 @@ DatabaseSpec database(const Reader& r) {
   db.table = r.get<std::string>("/database/table");
   db.manage_schema = r.get<bool>("/database/manageSchema");
   db.mode = r.find<std::string>("/database/mode");
+  db.on_cluster_move = r.find<std::string>("/database/onClusterMove");
   db.payload = r.find<std::string>("/database/payload");
   if (r.has("/database/columns")) {
     db.columns = r.at("/database/columns");

@@ -60,9 +60,10 @@ struct DatabaseSpec {
   SecretKeyRef dsn_secret;
   std::string table;
   bool manage_schema = false;
-  std::optional<std::string> mode;     // Status | Log
-  std::optional<std::string> payload;  // Json | Text | Bytes
-  Json columns;                        // an adopted table's columns by role, or null
+  std::optional<std::string> mode;             // Status | Log
+  std::optional<std::string> on_cluster_move;  // Rebase | Refuse
+  std::optional<std::string> payload;          // Json | Text | Bytes
+  Json columns;                                // an adopted table's columns by role, or null
   std::optional<DatabaseTlsSpec> tls;
 };
 

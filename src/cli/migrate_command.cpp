@@ -19,6 +19,7 @@ struct MigrateFlags {
   MigrateOptions options;
   std::string mode;
   std::string payload;
+  std::string on_cluster_move;
   bool adopt = false;
   bool rebase = false;
   bool drop = false;
@@ -33,14 +34,21 @@ void add_table_shape_flags(CLI::App* cmd, MigrateFlags* f) {
       ->capture_default_str();
   cmd->add_option(
          "--mode", f->mode,
-         "status (each row marked when sent) or log (insert-only, partitioned by "
-         "position, a transaction id; progress per shard); fixed when the table is created "
-         "(default: status, or the existing table's)")
+         "log (insert-only, partitioned by position, a transaction id; progress per shard: "
+         "no dead tuple and a few bytes of WAL per event) or status (each row marked when "
+         "sent); fixed when the table is created (default: log, or the existing table's)")
       ->check(CLI::IsMember({"status", "log"}));
   cmd->add_option("--partition-xids", f->options.partition_xids,
                   "log mode: transaction ids per partition (retention drops whole partitions)")
       ->check(CLI::Range(std::int64_t{1000}, std::int64_t{1'000'000'000}))
       ->capture_default_str();
+  cmd->add_option("--on-cluster-move", f->on_cluster_move,
+                  "log mode: when the table turns up on another PostgreSQL cluster (dump and "
+                  "restore, a logical-replication cutover): rebase (the first insert or relay "
+                  "that notices makes new rows sort after the restored ones; no write refused) "
+                  "or refuse (inserts fail and relays stop until migrate --rebase) (default: "
+                  "rebase, or the existing table's)")
+      ->check(CLI::IsMember({"rebase", "refuse"}));
   cmd->add_option("--payload", f->payload,
                   "payload column type of a new table: json (jsonb, the default), text, or bytes "
                   "(bytea: Avro or Protobuf, published byte for byte); fixed at creation")
@@ -58,7 +66,7 @@ void add_task_flags(CLI::App* cmd, MigrateFlags* f) {
                 "restore, a logical-replication cutover): record this cluster and make new rows "
                 "sort after the restored ones; nothing sent is sent again, nothing unsent is "
                 "lost (docs/relay.md, \"Moving the database\")")
-      ->excludes("--adopt", "--mode", "--payload");
+      ->excludes("--adopt", "--mode", "--payload", "--on-cluster-move");
   cmd->add_flag("--drop", f->drop,
                 "remove what migrate created for the table instead: the table and its rows, or "
                 "for an adopted one (with --adopt) only its trigger and <table>_relay, never the "
@@ -110,6 +118,9 @@ int migrate_table(const MigrateFlags& f, const TableName& table) {
   MigrateOptions options = f.options;
   if (!f.mode.empty()) {
     options.mode = parse_mode(f.mode);
+  }
+  if (!f.on_cluster_move.empty()) {
+    options.on_cluster_move = parse_policy(f.on_cluster_move);
   }
   if (!f.payload.empty()) {
     if (f.adopt) {

@@ -267,6 +267,9 @@ void record_adoption(pqxx::work& tx, const TableName& table, const TableName& re
 MigrationResult adopt(pqxx::connection& conn, const TableName& table, const AdoptOptions& options) {
   const TableName relay = relay_table_for(table);
   MigrateOptions relay_options = options.relay_table;
+  // Status mode unless asked: the copy of a Debezium-shaped table is written by a trigger on
+  // someone else's table, and marked row by row as Debezium's users expect to see it.
+  relay_options.mode = relay_options.mode.value_or(TableMode::kStatus);
   relay_options.payload = check_adoptable(conn, table, options.columns);
   MigrationResult result = migrate(conn, relay, relay_options);
   const TableInfo info = inspect_table(conn, relay);

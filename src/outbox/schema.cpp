@@ -138,68 +138,19 @@ std::vector<std::string> version_4(const TableName& t, const std::string& payloa
 }
 
 // Version 5 (log mode): a row's position, the value it is read in order of (the "xid"
-// column), is the newest transaction id that had ended when the row was inserted, or
-// its own transaction's id if that is later, plus the table's position offset.
-//
-// Per-key commit order: a writer that takes its key's lock before inserting (updates the
-// key's row, say) inserts after the key's previous writer has committed, so that
-// writer's id is among those ended, and the later row's position is at least the
-// earlier's; the id, drawn at the insert, breaks the tie. The transaction's own id would
-// not do: it is assigned at its first write, which may come before another transaction
-// on the same key takes, uses and releases the lock.
-//
-// Nothing skipped: a transaction still running has an id at or above the oldest running
-// one, and so does the position of every row it inserts. The relay reads positions below
-// that id (plus the offset): every row there is committed or never will be.
-//
-// In plpgsql and volatile, so that under READ COMMITTED the snapshot is taken as the row
-// is inserted (after the lock), not when the statement began. Under REPEATABLE READ the
-// transaction's snapshot serves, which is newer than the previous writer's commit when
-// the lock is an UPDATE of the key's row (PostgreSQL refuses a concurrent update
-// otherwise).
-//
-// The guard: a position at or below a shard's progress would count as sent. That happens
-// only when the table moved to a cluster whose transaction ids are lower (a restore): the
-// insert fails, saying so, rather than lose the event, until `migrate --rebase`. Checked
-// at a session's first insert only (a session-level setting remembers it passed): a
-// session never outlives a move, and its positions never decrease, so once one is above
-// the progress every later one is. The check reads every shard's progress; skipping it
-// keeps the function's cost near the plain default's.
-std::string position_function(const TableName& t, std::int64_t offset) {
-  const std::string progress = t.quoted_with_suffix("_progress");
-  // A setting's name is a plain identifier: the table's name hashed (FNV-1a, stable).
-  std::uint64_t h = 14695981039346656037ULL;
-  for (const unsigned char c : t.plain()) {
-    h = (h ^ c) * 1099511628211ULL;
-  }
-  const std::string checked = "'outbox.position_checked_" + std::to_string(h) + "'";
-  return "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_position") +
-         "() RETURNS xid8 LANGUAGE plpgsql VOLATILE AS $f$ DECLARE p bigint; BEGIN p := "
-         "greatest(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1, "
-         "pg_current_xact_id()::text::bigint) + " +
-         std::to_string(offset) + "; IF current_setting(" + checked +
-         ", true) IS DISTINCT FROM 'on' THEN IF p <= (SELECT max(xid)::text::bigint FROM " +
-         progress + ") THEN RAISE EXCEPTION 'outbox table " + t.plain() +
-         ": this database''s transaction ids are behind the table''s progress, which comes "
-         "from another PostgreSQL cluster; the event would count as sent' USING HINT = 'run "
-         "outbox-operator migrate --table " +
-         t.plain() + " --rebase'; END IF; PERFORM set_config(" + checked +
-         ", 'on', false); END IF; RETURN p::text::xid8; END $f$";
+// column), comes from <table>_position() (cluster_move.cpp says how it keeps per-key commit
+// order and skips nothing); version 6 made it handle a move to another cluster. `cluster`:
+// the system identifier the positions belong to, `offset` and `policy` as recorded.
+std::vector<std::string> version_5(const TableName& t, const std::string& cluster,
+                                   std::int64_t offset, ClusterMovePolicy policy) {
+  std::vector<std::string> out = cluster_move_functions(t, offset, cluster, policy);
+  // Every role that inserts events runs the move check.
+  out.push_back("GRANT SELECT ON " + t.quoted_with_suffix("_progress") + " TO PUBLIC");
+  // Recurses to the partitions (rows inserted into one directly get it too).
+  out.push_back("ALTER TABLE " + t.quoted() + " ALTER COLUMN xid SET DEFAULT " +
+                t.quoted_with_suffix("_position") + "()");
+  return out;
 }
-
-std::vector<std::string> version_5(const TableName& t) {
-  return {
-      position_function(t, 0),
-      // Every role that inserts events runs the guard.
-      "GRANT SELECT ON " + t.quoted_with_suffix("_progress") + " TO PUBLIC",
-      // Recurses to the partitions (rows inserted into one directly get it too).
-      "ALTER TABLE " + t.quoted() + " ALTER COLUMN xid SET DEFAULT " +
-          t.quoted_with_suffix("_position") + "()",
-  };
-}
-
-// This cluster's identity, recorded beside a log-mode table's progress.
-constexpr const char* kClusterIdSql = "(SELECT system_identifier::text FROM pg_control_system())";
 
 // The log itself, partitioned by the inserting transaction's id, and its default partition.
 void create_log(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
@@ -270,7 +221,8 @@ void create_status_view(pqxx::dbtransaction& tx, const TableName& t) {
 // that commits late is never skipped. Its primary key serves that read.
 // Progress per shard, failures beside the log, a view of each event's status.
 void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_count,
-                      std::int64_t partition_xids, const std::string& payload) {
+                      std::int64_t partition_xids, const std::string& payload,
+                      ClusterMovePolicy policy) {
   create_log(tx, t, shard_count, payload);
   create_progress_table(tx, t, shard_count);
   create_retry_table(tx, t, payload);
@@ -284,7 +236,8 @@ void create_log_table(pqxx::dbtransaction& tx, const TableName& t, int shard_cou
   for (const auto& stmt : version_4(t, payload)) {
     tx.exec(stmt);
   }
-  for (const auto& stmt : version_5(t)) {
+  const auto here = tx.exec1(std::string("SELECT ") + kClusterIdSql)[0].as<std::string>();
+  for (const auto& stmt : version_5(t, here, 0, policy)) {
     tx.exec(stmt);
   }
   ensure_log_partitions(tx, t, partition_xids, 0);
@@ -364,10 +317,12 @@ struct MetaRow {
   std::string adopted_into;
   std::string cluster_id;  // log mode, version 5: "" until recorded
   std::int64_t position_offset = 0;
+  ClusterMovePolicy on_cluster_move = ClusterMovePolicy::kRebase;  // log mode, version 6
 };
 
 // The meta table, with the columns of every version (v3 added mode and partition_xids,
-// v4 adopted_into and columns, v5 cluster_id and position_offset).
+// v4 adopted_into and columns, v5 cluster_id and position_offset, v6 on_cluster_move and the
+// last move a rebase recorded).
 std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& table) {
   lock_meta(tx, table);
   tx.exec("CREATE TABLE IF NOT EXISTS " + outbox_meta(table) +
@@ -377,10 +332,14 @@ std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& ta
           " ADD COLUMN IF NOT EXISTS mode text NOT NULL DEFAULT 'status', ADD COLUMN IF NOT "
           "EXISTS partition_xids bigint, ADD COLUMN IF NOT EXISTS adopted_into text, ADD COLUMN "
           "IF NOT EXISTS columns jsonb, ADD COLUMN IF NOT EXISTS cluster_id text, ADD COLUMN IF "
-          "NOT EXISTS position_offset bigint NOT NULL DEFAULT 0");
+          "NOT EXISTS position_offset bigint NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS "
+          "on_cluster_move text NOT NULL DEFAULT 'rebase', ADD COLUMN IF NOT EXISTS moved_from "
+          "text, ADD COLUMN IF NOT EXISTS moved_to text, ADD COLUMN IF NOT EXISTS moved_at "
+          "timestamptz");
   auto row = tx.exec_params(
       "SELECT version, shard_count, mode, COALESCE(partition_xids, 0), adopted_into IS NOT NULL, "
-      "COALESCE(adopted_into, ''), COALESCE(cluster_id, ''), position_offset FROM " +
+      "COALESCE(adopted_into, ''), COALESCE(cluster_id, ''), position_offset, on_cluster_move "
+      "FROM " +
           outbox_meta(table) + " WHERE table_name = $1",
       table.table());
   if (row.empty()) {
@@ -393,7 +352,8 @@ std::optional<MetaRow> read_meta(pqxx::transaction_base& tx, const TableName& ta
                  row[0][4].as<bool>(),
                  row[0][5].as<std::string>(),
                  row[0][6].as<std::string>(),
-                 row[0][7].as<std::int64_t>()};
+                 row[0][7].as<std::int64_t>(),
+                 parse_policy(row[0][8].as<std::string>())};
 }
 
 // An existing table asked for another payload type than it has: refused, the type
@@ -453,8 +413,15 @@ void upgrade_status_table(pqxx::transaction_base& tx, const TableName& table, in
 
 // A log-mode table of version 3 gains the headers column (on the parent, so every
 // partition has it) and so does its _retry table.
-void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int from_version,
-                       MigrationResult& result) {
+void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, const MetaRow& meta,
+                       ClusterMovePolicy policy, MigrationResult& result) {
+  const int from_version = meta.version;
+  // The positions belong to the cluster recorded, not necessarily this one: migrate on a
+  // cluster the table moved to leaves the move for the move check to find.
+  const std::string cluster =
+      meta.cluster_id.empty()
+          ? tx.exec1(std::string("SELECT ") + kClusterIdSql)[0].as<std::string>()
+          : meta.cluster_id;
   if (from_version < 4) {
     for (const auto& stmt : version_4(table, "jsonb")) {  // made before version 4: jsonb
       tx.exec(stmt);
@@ -464,13 +431,28 @@ void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, int f
     result.applied.push_back("v4: a headers column copied into Kafka headers");
   }
   if (from_version < 5) {
-    for (const auto& stmt : version_5(table)) {
+    for (const auto& stmt : version_5(table, cluster, meta.position_offset, policy)) {
       tx.exec(stmt);
     }
     result.applied.push_back(
         "v5: rows are positioned after every transaction ended before them (per-key commit "
         "order), and the table records its cluster");
+  } else if (from_version < 6 || policy != meta.on_cluster_move) {
+    for (const auto& stmt : cluster_move_functions(table, meta.position_offset, cluster, policy)) {
+      tx.exec(stmt);
+    }
   }
+  if (from_version < 6) {
+    result.applied.push_back(
+        "v6: on a move to another PostgreSQL cluster, the first session "
+        "that notices rebases the positions (" +
+        policy_name(policy) + ")");
+  } else if (policy != meta.on_cluster_move) {
+    result.applied.push_back("on a move to another cluster: " + policy_name(policy) + " (was " +
+                             policy_name(meta.on_cluster_move) + ")");
+  }
+  tx.exec_params("UPDATE " + outbox_meta(table) + " SET on_cluster_move = $2 WHERE table_name = $1",
+                 table.table(), policy_name(policy));
 }
 
 void check_migrate_options(const MigrateOptions& options) {
@@ -483,12 +465,13 @@ void check_migrate_options(const MigrateOptions& options) {
 }
 
 // The mode to migrate the table in: an existing table's own (asking for another mode or
-// payload type is a SchemaError, and so is an adopted table), a new table's as asked, status
-// by default. Sets result.from_version, and notes when the existing shard count is kept.
+// payload type is a SchemaError, and so is an adopted table), a new table's as asked, log
+// by default (no dead tuple and a few bytes of WAL per event, docs/relay.md "Two modes"). Sets
+// result.from_version, and notes when the existing shard count is kept.
 TableMode table_mode(pqxx::transaction_base& tx, const TableName& table,
                      const std::optional<MetaRow>& meta, const MigrateOptions& options,
                      MigrationResult& result) {
-  TableMode mode = options.mode.value_or(TableMode::kStatus);
+  TableMode mode = options.mode.value_or(TableMode::kLog);
   if (meta && meta->adopted) {
     throw SchemaError("table " + table.plain() + " is adopted (relayed through " + table.table() +
                       "_relay): migrate it with --adopt and its columns");
@@ -519,11 +502,13 @@ TableMode table_mode(pqxx::transaction_base& tx, const TableName& table,
 void create_new_log_table(pqxx::dbtransaction& tx, const TableName& table,
                           const MigrateOptions& options, const std::string& payload,
                           MigrationResult& result) {
-  create_log_table(tx, table, options.shard_count, options.partition_xids, payload);
+  const ClusterMovePolicy policy = options.on_cluster_move.value_or(ClusterMovePolicy::kRebase);
+  create_log_table(tx, table, options.shard_count, options.partition_xids, payload, policy);
   tx.exec_params("INSERT INTO " + outbox_meta(table) +
-                     " (table_name, version, shard_count, mode, partition_xids) VALUES ($1, "
-                     "$2, $3, 'log', $4)",
-                 table.table(), kSchemaVersion, options.shard_count, options.partition_xids);
+                     " (table_name, version, shard_count, mode, partition_xids, on_cluster_move) "
+                     "VALUES ($1, $2, $3, 'log', $4, $5)",
+                 table.table(), kSchemaVersion, options.shard_count, options.partition_xids,
+                 policy_name(policy));
   result.applied.push_back("v3 (log mode): created " + table.plain() +
                            " partitioned by transaction id, " + table.table() + "_progress, " +
                            table.table() + "_retry, the " + table.table() +
@@ -559,7 +544,8 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   if (mode == TableMode::kStatus) {
     upgrade_status_table(tx, table, options.shard_count, payload, result.from_version, result);
   } else if (meta) {
-    upgrade_log_table(tx, table, result.from_version, result);
+    upgrade_log_table(tx, table, *meta, options.on_cluster_move.value_or(meta->on_cluster_move),
+                      result);
   } else {
     create_new_log_table(tx, table, options, payload, result);
   }
@@ -571,8 +557,12 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
 
 RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
   pqxx::work tx(conn);
-  tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))", table.plain());
-  const std::optional<MetaRow> meta = read_meta(tx, table);
+  std::optional<MetaRow> meta;
+  {
+    tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('outbox-migrate:' || $1))",
+                   table.plain());
+    meta = read_meta(tx, table);
+  }
   if (!meta) {
     throw SchemaError("table " + table.plain() + " has no row in " + table.schema() +
                       ".outbox_meta: nothing to rebase (run `outbox-operator migrate` first)");
@@ -586,43 +576,13 @@ RebaseResult rebase(pqxx::connection& conn, const TableName& table) {
                       " is in status mode: each row carries its own status, so a move to "
                       "another cluster needs no rebase");
   }
-  if (meta->version < 5) {
+  if (meta->version < 6) {
     throw SchemaError("table " + table.plain() + " is at schema version " +
                       std::to_string(meta->version) + ": run `outbox-operator migrate` first");
   }
-  RebaseResult result;
-  result.recorded_cluster = meta->cluster_id;
-  result.offset_before = meta->position_offset;
-  // The highest position anywhere in the table, and this cluster's position now without
-  // an offset (a later insert's is at least that).
-  const auto r = tx.exec1(std::string("SELECT ") + kClusterIdSql +
-                          ", greatest((SELECT max(xid) FROM " + table.quoted() +
-                          "), (SELECT max(xid) FROM " + table.quoted_with_suffix("_progress") +
-                          "), (SELECT max(xid) FROM " + table.quoted_with_suffix("_retry") +
-                          "), '0')::text, pg_snapshot_xmax(pg_current_snapshot())::text");
-  result.cluster = r[0].as<std::string>();
-  const auto highest = r[1].as<std::int64_t>();
-  const auto base = r[2].as<std::int64_t>() - 1;
-  result.offset = std::max(result.offset_before, highest + 1 - base);
-  tx.exec_params("UPDATE " + outbox_meta(table) +
-                     " SET cluster_id = $2, position_offset = $3, updated_at = now() WHERE "
-                     "table_name = $1",
-                 table.table(), result.cluster, result.offset);
-  tx.exec(position_function(table, result.offset));
+  RebaseResult result = run_rebase(tx, table);
   tx.commit();
   return result;
-}
-
-std::string RebaseResult::text() const {
-  std::string out = "recorded this cluster (system identifier " + cluster + ")";
-  if (!recorded_cluster.empty() && recorded_cluster != cluster) {
-    out += " in place of " + recorded_cluster;
-  }
-  out += offset == offset_before
-             ? "; positions need no offset change (offset " + std::to_string(offset) + ")"
-             : "; position offset " + std::to_string(offset_before) + " -> " +
-                   std::to_string(offset) + ": new rows sort after every restored one";
-  return out;
 }
 
 namespace {
@@ -659,26 +619,47 @@ std::string rebase_hint(const TableName& table) {
 
 // A log-mode table's progress belongs to the cluster recorded beside it, and is below
 // this cluster's next position (a claim only passes positions below the oldest running
-// transaction). Either failing means the table came from elsewhere: DatabaseMoved.
-void check_cluster(pqxx::transaction_base& tx, const TableName& table,
-                   const std::optional<std::string>& recorded, std::int64_t offset) {
+// transaction). Either failing means the table came from elsewhere: says how, or "".
+std::string cluster_move_seen(pqxx::transaction_base& tx, const TableName& table,
+                              const std::optional<std::string>& recorded, std::int64_t offset) {
   const auto r = tx.exec(std::string("SELECT ") + kClusterIdSql + ", (SELECT max(xid)::text FROM " +
                          table.quoted_with_suffix("_progress") +
                          "), pg_snapshot_xmax(pg_current_snapshot())::text")[0];
   const auto here = r[0].as<std::string>();
   if (recorded && *recorded != here) {
-    throw DatabaseMoved("table " + table.plain() +
-                        " was relayed on another PostgreSQL cluster (system identifier " +
-                        *recorded + "; this one is " + here + ")" + rebase_hint(table));
+    return "table " + table.plain() +
+           " was relayed on another PostgreSQL cluster (system identifier " + *recorded +
+           "; this one is " + here + ")";
   }
   const auto progress = r[1].as<std::int64_t>(0);
   const auto next = r[2].as<std::int64_t>() + offset;
   if (progress >= next) {
-    throw DatabaseMoved(
-        "table " + table.plain() + "'s progress (position " + std::to_string(progress) +
-        ") is ahead of this database's transaction ids (next position " + std::to_string(next) +
-        "): it was restored from another cluster" + rebase_hint(table));
+    return "table " + table.plain() + "'s progress (position " + std::to_string(progress) +
+           ") is ahead of this database's transaction ids (next position " + std::to_string(next) +
+           "): it was restored from another cluster";
   }
+  return "";
+}
+
+// A log-mode table found on another cluster than its progress's (`moved` says how): rebased
+// here under the Rebase policy, so that the relay publishes on at once; DatabaseMoved under
+// Refuse, or before schema version 6 (no rebase function yet: the schema Job's migrate, or
+// `migrate` by hand, makes it).
+void follow_move(pqxx::connection& conn, const TableName& table, const std::string& moved,
+                 TableInfo& info) {
+  if (info.version < 6) {
+    throw DatabaseMoved(moved +
+                        "; its progress does not apply here, and reading on would count "
+                        "unread events as sent: run `outbox-operator migrate --table " +
+                        table.plain() + "` (schema version 6 rebases by itself)");
+  }
+  if (info.on_cluster_move == ClusterMovePolicy::kRefuse) {
+    throw DatabaseMoved(moved + rebase_hint(table) + " (spec.database.onClusterMove is Refuse)");
+  }
+  pqxx::work tx(conn);
+  info.rebased = run_rebase(tx, table);
+  tx.commit();
+  info.position_offset = info.rebased->offset;
 }
 
 // What outbox_meta says of one table, read without a transaction of its own.
@@ -688,8 +669,8 @@ pqxx::result meta_row(pqxx::transaction_base& tx, const TableName& table) {
       "SELECT (m->>'version')::int, (m->>'shard_count')::int, COALESCE(m->>'mode', 'status'), "
       "COALESCE((m->>'partition_xids')::bigint, 0), m->>'adopted_into', (SELECT "
       "string_agg(key || '=' || value, ',') FROM jsonb_each_text(COALESCE(NULLIF(m->'columns', "
-      "'null'), '{}'))), m->>'cluster_id', COALESCE((m->>'position_offset')::bigint, 0) FROM "
-      "(SELECT to_jsonb(t) AS m FROM " +
+      "'null'), '{}'))), m->>'cluster_id', COALESCE((m->>'position_offset')::bigint, 0), "
+      "COALESCE(m->>'on_cluster_move', 'rebase') FROM (SELECT to_jsonb(t) AS m FROM " +
           outbox_meta(table) + " t WHERE table_name = $1) s",
       table.table());
 }
@@ -752,6 +733,7 @@ namespace {
 TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
   std::optional<pqxx::row> adopted;
   TableInfo info;
+  std::string moved;  // how the table was found moved to this cluster, if it was
   {
     pqxx::nontransaction tx(conn);
     auto cols = tx.exec_params(
@@ -797,7 +779,9 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
       require_columns(table, cols, info.mode == TableMode::kLog ? kLogColumns : kRequiredColumns);
       if (info.mode == TableMode::kLog) {
         info.position_offset = meta[0][7].as<std::int64_t>();
-        check_cluster(tx, table, meta[0][6].as<std::optional<std::string>>(), info.position_offset);
+        info.on_cluster_move = parse_policy(meta[0][8].as<std::string>());
+        moved = cluster_move_seen(tx, table, meta[0][6].as<std::optional<std::string>>(),
+                                  info.position_offset);
       }
       for (const auto& r : cols) {
         info.headers = info.headers || r[0].as<std::string>() == "headers";
@@ -806,6 +790,9 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
         }
       }
     }
+  }
+  if (!moved.empty()) {
+    follow_move(conn, table, moved, info);
   }
   return adopted ? inspect_adopted(conn, table, *adopted) : info;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "outbox/cluster_move.hpp"
 #include "outbox/column_map.hpp"
 #include "outbox/event_status.hpp"
 #include "outbox/table.hpp"
@@ -50,11 +51,14 @@ struct MigrationResult {
 
 struct MigrateOptions {
   int shard_count = kDefaultShardCount;
-  // Only for a new table; nullopt: status, or whatever an existing table has.
+  // Only for a new table; nullopt: log, or whatever an existing table has.
   std::optional<TableMode> mode;
   std::int64_t partition_xids = kDefaultPartitionXids;  // log mode only
   // Only for a new table; an existing table of another payload type is a SchemaError.
   std::optional<PayloadType> payload;
+  // Log mode: what the table does when moved to another cluster; nullopt: rebase for a new
+  // table, what an existing one has.
+  std::optional<ClusterMovePolicy> on_cluster_move = std::nullopt;
 };
 
 // Creates or upgrades the outbox table, its indexes, NOTIFY trigger and enqueue
@@ -77,9 +81,12 @@ struct TableInfo {
   TableMode mode = TableMode::kStatus;
   std::int64_t partition_xids = 0;  // log mode: transaction ids per partition
   // Log mode: added to this cluster's transaction ids to give a row's position, so that
-  // after a move to a cluster whose ids are lower (migrate --rebase) new rows still sort
-  // after the restored ones. 0 on the cluster the table was created on.
+  // after a move to a cluster whose ids are lower (a rebase) new rows still sort after the
+  // restored ones. 0 on the cluster the table was created on.
   std::int64_t position_offset = 0;
+  ClusterMovePolicy on_cluster_move = ClusterMovePolicy::kRebase;  // log mode
+  // Log mode: the rebase this inspection ran, having found the table on another cluster.
+  std::optional<RebaseResult> rebased;
   bool headers = false;  // has the headers column (version 4)
   PayloadType payload = PayloadType::kJson;
   // An adopted table (migrate --adopt): the relay reads its copy, <table>_relay,
@@ -118,29 +125,19 @@ class SchemaError : public std::runtime_error {
 // A log-mode table whose progress does not belong to the database it is now in: it was
 // relayed on another PostgreSQL cluster (dump and restore, a logical-replication
 // cutover), or this cluster's transaction ids are behind its progress. Reading on would
-// count unread rows as sent, so every command refuses until `migrate --rebase`.
+// count unread rows as sent: under ClusterMovePolicy::kRefuse (or before schema version 6)
+// every command refuses until `migrate --rebase`.
 class DatabaseMoved : public SchemaError {
  public:
   using SchemaError::SchemaError;
 };
 
-// What `migrate --rebase` did.
-struct RebaseResult {
-  std::string recorded_cluster;  // the system identifier recorded before ("" if none)
-  std::string cluster;           // this cluster's, recorded now
-  std::int64_t offset_before = 0;
-  std::int64_t offset = 0;
-  std::string text() const;
-};
-
-// Makes a log-mode table's positions continue on the cluster it is in now: records this
-// cluster's system identifier and raises the position offset so that every row inserted
-// from now on sorts after every row, progress and retry already in the table. Changes no
-// row and no progress: what was sent stays sent, what was not is still read. Run it once
-// the move is complete (writers on the new cluster); idempotent.
+// `migrate --rebase`: run_rebase (cluster_move.hpp) in a transaction of its own, for a
+// log-mode table at schema version 6; whatever the table's policy. Run it once the move is
+// complete (writers on the new cluster); idempotent.
 RebaseResult rebase(pqxx::connection& conn, const TableName& table);
 
 // The schema version this binary writes and expects.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 }  // namespace outbox

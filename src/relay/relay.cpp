@@ -130,6 +130,11 @@ void Relay::run(std::stop_token stop) {
       Session session(config_.dsn, table_, {config_.columns, config_.shards},
                       config_.publish.per_key_order);
       went_online(session);
+      if (session.rebased() && session.rebased()->moved()) {
+        metrics_.cluster_rebases.inc();
+        spdlog::warn("relay {}: table {} moved to another PostgreSQL cluster; {}", config_.identity,
+                     table_.plain(), session.rebased()->text());
+      }
       metrics_.database_moved.set(0);
       outages = 0;
       set_problem({});

@@ -62,6 +62,9 @@ constexpr Series kDatabaseMoved{
     "outbox_database_moved",
     "1 while the relay refuses the table because its progress comes from another PostgreSQL "
     "cluster (run migrate --rebase)"};
+constexpr Series kClusterRebases{
+    "outbox_cluster_rebases_total",
+    "Rebases this relay ran on finding its log-mode table moved to another PostgreSQL cluster"};
 constexpr Series kDeadTuples{
     "outbox_table_dead_tuples",
     "Dead tuples in the outbox table (claims step over them until vacuum)"};
@@ -119,6 +122,7 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
       members(r.gauge(kMembers.name, kMembers.help, labels)),
       database_up(r.gauge(kDatabaseUp.name, kDatabaseUp.help, labels)),
       database_moved(r.gauge(kDatabaseMoved.name, kDatabaseMoved.help, labels)),
+      cluster_rebases(r.counter(kClusterRebases.name, kClusterRebases.help, labels)),
       dead_tuples(r.gauge(kDeadTuples.name, kDeadTuples.help, labels)),
       live_tuples(r.gauge(kLiveTuples.name, kLiveTuples.help, labels)),
       oldest_transaction_seconds(r.gauge(kOldestTransaction.name, kOldestTransaction.help, labels)),

@@ -35,6 +35,8 @@ struct RelayMetrics {
   metrics::Gauge& database_up;
   // 1 while the table's progress belongs to another PostgreSQL cluster (DatabaseMoved).
   metrics::Gauge& database_moved;
+  // Rebases this relay ran (cluster_move.hpp): the table turned up on another cluster.
+  metrics::Counter& cluster_rebases;
   metrics::Gauge& dead_tuples;
   metrics::Gauge& live_tuples;
   metrics::Gauge& oldest_transaction_seconds;

@@ -44,6 +44,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   int shard_count() const { return info_.shard_count; }
+  // The rebase this session ran, having found a log-mode table on another PostgreSQL cluster.
+  const std::optional<RebaseResult>& rebased() const { return info_.rebased; }
   // How the sessions' server was verified: tls_verification() of this connection.
   const std::string& tls() const { return tls_; }
   ShardOwnership& shards() { return shards_; }

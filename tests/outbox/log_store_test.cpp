@@ -27,10 +27,12 @@ std::vector<int> all_shards() {
 }
 
 struct LogTable {
-  explicit LogTable(std::int64_t partition_xids = 100'000)
+  explicit LogTable(std::int64_t partition_xids = 100'000,
+                    ClusterMovePolicy on_move = ClusterMovePolicy::kRebase)
       : dsn(testbed::postgres_dsn()), table(TableName::parse(testbed::unique_name("log"))) {
     pqxx::connection conn(dsn);
-    migrate(conn, table, MigrateOptions{kShards, TableMode::kLog, partition_xids, std::nullopt});
+    migrate(conn, table,
+            MigrateOptions{kShards, TableMode::kLog, partition_xids, std::nullopt, on_move});
   }
   void insert(pqxx::transaction_base& tx, const std::string& key, int seq) {
     enqueue(tx, table, "order", key, "{\"seq\": " + std::to_string(seq) + "}");
@@ -134,9 +136,10 @@ TEST(LogSchema, AVersion3TableIsRefusedUntilMigrateAddsHeadersAndPositions) {
   }
   MigrationResult r =
       migrate(conn, t.table, MigrateOptions{kShards, TableMode::kLog, 100'000, std::nullopt});
-  ASSERT_EQ(r.applied.size(), 2u);
+  ASSERT_EQ(r.applied.size(), 3u);
   EXPECT_NE(r.applied[0].find("v4"), std::string::npos);
   EXPECT_NE(r.applied[1].find("v5"), std::string::npos);
+  EXPECT_NE(r.applied[2].find("v6"), std::string::npos);
   EXPECT_TRUE(inspect_table(conn, t.table).headers);
   // Rows inserted into a partition directly get a position too.
   const auto defaults = pqxx::nontransaction(conn).exec_params(
@@ -453,10 +456,10 @@ TEST(LogStore, ProgressIsStoredPerShardSoAnotherReaderStartsWhereTheFirstStopped
   EXPECT_EQ(second.drain(8).size(), 8u) << "the rest, nothing again";
 }
 
-// A table restored on another cluster: the identity recorded beside it differs. Every
-// reader refuses it, naming the rebase; the rebase records this cluster.
-TEST(LogMove, ATableRecordedForAnotherClusterIsRefusedUntilTheRebase) {
-  LogTable t;
+// A table restored on another cluster: the identity recorded beside it differs. Under
+// Refuse, every reader refuses it, naming the rebase; the rebase records this cluster.
+TEST(LogMove, UnderRefuseATableRecordedForAnotherClusterIsRefusedUntilTheRebase) {
+  LogTable t(100'000, ClusterMovePolicy::kRefuse);
   t.insert_committed("k", 1);
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction(conn).exec_params(
@@ -482,11 +485,11 @@ TEST(LogMove, ATableRecordedForAnotherClusterIsRefusedUntilTheRebase) {
   EXPECT_EQ(reader.drain(1).size(), 1u) << "the unread event is read after the rebase";
 }
 
-// Progress restored ahead of this cluster's transaction ids (a dump of a busier cluster):
-// inserts fail rather than count as sent, readers refuse, and after the rebase new rows
-// sort after everything restored: read once, and nothing read before comes again.
-TEST(LogMove, ProgressAheadOfThisClustersIdsFailsInsertsUntilTheRebaseAndLosesNothing) {
-  LogTable t;
+// Progress restored ahead of this cluster's transaction ids (a dump of a busier cluster),
+// under Refuse: inserts fail rather than count as sent, readers refuse, and after the rebase
+// new rows sort after everything restored: read once, and nothing read before comes again.
+TEST(LogMove, UnderRefuseProgressAheadOfThisClustersIdsFailsInsertsUntilTheRebaseAndLosesNothing) {
+  LogTable t(100'000, ClusterMovePolicy::kRefuse);
   for (int i = 0; i < 3; ++i) {
     t.insert_committed("k" + std::to_string(i), i);
   }
@@ -533,6 +536,72 @@ TEST(LogMove, ProgressAheadOfThisClustersIdsFailsInsertsUntilTheRebaseAndLosesNo
   const auto parts = list_log_partitions(tx, t.table);
   ASSERT_FALSE(parts.empty());
   EXPECT_GT(parts.back().to, static_cast<std::uint64_t>(r.offset));
+}
+
+// Under the default policy, a reader that finds the table recorded for another cluster
+// rebases it and reads on: the unread event is read, the move is recorded.
+TEST(LogMove, ATableRecordedForAnotherClusterIsRebasedByTheFirstReader) {
+  LogTable t;
+  t.insert_committed("k", 1);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec_params(
+      "UPDATE " + outbox_meta(t.table) + " SET cluster_id = '42' WHERE table_name = $1",
+      t.table.table());
+  Reader reader(t);
+  ASSERT_TRUE(reader.info.rebased.has_value()) << "the reader rebased";
+  EXPECT_EQ(reader.info.rebased->recorded_cluster, "42");
+  EXPECT_TRUE(reader.info.rebased->moved());
+  EXPECT_EQ(reader.drain(1).size(), 1u) << "the unread event is read";
+  pqxx::work tx(conn);
+  const RecordedMove move = recorded_move(tx, t.table);
+  EXPECT_EQ(move.from, "42");
+  EXPECT_EQ(move.to, reader.info.rebased->cluster);
+  EXPECT_FALSE(move.at.empty());
+  tx.commit();
+  EXPECT_FALSE(inspect_table(conn, t.table).rebased.has_value()) << "once only";
+}
+
+// Under the default policy, progress restored ahead of this cluster's ids: eight sessions'
+// first inserts at once all commit (one rebases, the others wait for it and find it done),
+// each new row sorts after everything restored, and nothing read before is read again.
+TEST(LogMove, ProgressAheadOfThisClustersIdsIsRebasedByTheFirstInsertsAndNoneIsRefused) {
+  LogTable t;
+  for (int i = 0; i < 3; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  {
+    Reader before(t);
+    ASSERT_EQ(before.drain(3).size(), 3u);
+  }
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec(
+      "UPDATE " + t.table.quoted_with_suffix("_progress") +
+      " SET xid = (pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 2000000)::text::xid8");
+  std::vector<std::thread> writers;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 8; ++i) {
+    writers.emplace_back([&t, &refused, i] {
+      try {
+        t.insert_committed("new-" + std::to_string(i % 3), 10 + i);  // new sessions
+      } catch (const std::exception& e) {
+        ++refused;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& w : writers) {
+    w.join();
+  }
+  EXPECT_EQ(refused.load(), 0);
+  Reader after(t);
+  EXPECT_FALSE(after.info.rebased.has_value()) << "the writers rebased already";
+  EXPECT_GT(after.info.position_offset, 1'990'000) << "positions lifted above the progress";
+  const auto got = after.drain(8);
+  ASSERT_EQ(got.size(), 8u);
+  for (const auto& e : got) {
+    EXPECT_EQ(e.biz_id.rfind("new-", 0), 0u) << e.biz_id << " read again";
+  }
+  EXPECT_TRUE(after.drain_once().empty()) << "nothing restored is read again";
 }
 
 TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {

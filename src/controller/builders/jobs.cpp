@@ -31,6 +31,10 @@ std::vector<std::string> migrate_args(const api::OutboxRelaySpec& spec) {
   if (spec.database.mode) {
     args.push_back(std::string("--mode=") + (*spec.database.mode == "Log" ? "log" : "status"));
   }
+  if (spec.database.on_cluster_move) {
+    args.push_back(std::string("--on-cluster-move=") +
+                   (*spec.database.on_cluster_move == "Refuse" ? "refuse" : "rebase"));
+  }
   return args;
 }
 
