@@ -45,6 +45,10 @@ kubectl -n outbox-system get pods -o wide
 echo "== the outbox table (migrate), the DSN Secret, an OutboxRelay"
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" migrate --table public.outbox_event
 sql "DROP TABLE IF EXISTS orders, user_points, points_inbox, points_inbox_keys; TRUNCATE public.outbox_event" 2>/dev/null
+# Each event's status: a log-mode table (migrate's default) has no status column, its _status
+# view shows it as the progress implies; a status-mode table (an earlier demo's) has one.
+statuses=outbox_event_status
+[ "$(sql "SELECT to_regclass('public.outbox_event_status') IS NOT NULL")" = t ] || statuses=outbox_event
 kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 # The relay pods reach PostgreSQL through the pod network: the DSN in the Secret says so.
 kubectl -n demo create secret generic orders-db --from-file=dsn=<(printf '%s' "$OUTBOX_TEST_POD_PG_DSN") \
@@ -66,7 +70,7 @@ echo "== order service: $orders orders, every 5th transaction rolled back"
 
 echo "== the relay pods publish every committed event"
 for _ in $(seq 1 120); do
-  [ "$(sql "SELECT count(*) FROM outbox_event WHERE status <> 1")" = 0 ] && break
+  [ "$(sql "SELECT count(*) FROM $statuses WHERE status <> 1")" = 0 ] && break
   sleep 0.5
 done
 
@@ -77,7 +81,8 @@ echo "== points service (consumer with the inbox)"
 
 committed=$(sql "SELECT count(*) FROM orders")
 rolled_back=$((orders - committed))
-published=$(sql "SELECT count(*) FROM outbox_event WHERE status = 1")
+published=$(sql "SELECT count(*) FROM $statuses WHERE status = 1")
+dead=$(sql "SELECT COALESCE(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relname = 'outbox_event' OR relname LIKE 'outbox\_event\_p%'")
 leaked=$(sql "SELECT count(*) FROM outbox_event e WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = e.biz_id)")
 consumed=$(sql "SELECT count(*) FROM points_inbox")
 expected_points=$(sql "SELECT COALESCE(sum(amount / 10), 0) FROM orders")
@@ -88,7 +93,7 @@ echo "== summary"
 printf '%-34s %s\n' "orders committed" "$committed" "orders rolled back" "$rolled_back" \
   "events published" "$published" "rolled-back events published" "$leaked" \
   "events consumed (inbox)" "$consumed" "points expected / granted" "$expected_points / $points" \
-  "consumed with their traceparent" "$traced"
+  "consumed with their traceparent" "$traced" "dead tuples in the outbox table" "$dead"
 for pod in $(kubectl -n demo get pods -l app.kubernetes.io/component=relay -o name); do
   printf '%s: ' "${pod#pod/}"
   kubectl get --raw "/api/v1/namespaces/demo/pods/${pod#pod/}:8080/proxy/metrics" |
