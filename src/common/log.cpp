@@ -1,7 +1,5 @@
 #include "common/log.hpp"
 
-#include <libpq-fe.h>
-
 #include <cstdlib>
 #include <memory>
 
@@ -10,8 +8,17 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/redact.hpp"
+
 namespace outbox {
 namespace {
+
+// The message of a log record without the secrets this process has read: the last place a
+// credential that some path forgot to redact can be stopped before it leaves the process (a
+// Job's log is also its termination message, which the OutboxRelay's conditions quote).
+std::string redacted(const spdlog::details::log_msg& msg) {
+  return redact(std::string_view(msg.payload.data(), msg.payload.size()));
+}
 
 // %* in the json pattern: the message as a JSON string, quotes included. Messages
 // carry libpq and librdkafka errors verbatim (quotes, newlines, backslashes, bytes
@@ -20,7 +27,7 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    const std::string quoted = nlohmann::json(std::string(msg.payload.data(), msg.payload.size()))
+    const std::string quoted = nlohmann::json(redacted(msg))
                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     dest.append(quoted.data(), quoted.data() + quoted.size());
   }
@@ -66,7 +73,7 @@ class OneLineMessageFlag : public spdlog::custom_flag_formatter {
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
     static constexpr char kHex[] = "0123456789abcdef";
-    for (char c : msg.payload) {
+    for (char c : redacted(msg)) {
       const auto u = static_cast<unsigned char>(c);
       if (c == '\n') {
         dest.append(std::string_view("\\n"));
@@ -86,35 +93,6 @@ class OneLineMessageFlag : public spdlog::custom_flag_formatter {
     return std::make_unique<OneLineMessageFlag>();
   }
 };
-
-bool is_secret(const PQconninfoOption& option) {
-  // libpq marks password fields with dispchar "*" (password, sslpassword); the
-  // name test also covers a secret a future libpq adds without that mark.
-  return (option.dispchar != nullptr && option.dispchar[0] == '*') ||
-         std::string_view(option.keyword).find("password") != std::string_view::npos;
-}
-
-// A value in libpq's key=value syntax: quoted when it has to be.
-std::string conninfo_value(std::string_view value) {
-  bool plain = !value.empty();
-  for (char c : value) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '\\' || c == '=') {
-      plain = false;
-    }
-  }
-  if (plain) {
-    return std::string(value);
-  }
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'' || c == '\\') {
-      out.push_back('\\');
-    }
-    out.push_back(c);
-  }
-  out.push_back('\'');
-  return out;
-}
 
 // What configure_logging was last given.
 std::string g_level = "info";
@@ -187,32 +165,6 @@ ScopedLogField::ScopedLogField(std::string name, std::string value) {
 
 ScopedLogField::~ScopedLogField() {
   t_scoped_fields.pop_back();
-}
-
-std::string redact_dsn(std::string_view dsn) {
-  // libpq's own parser, so that the result agrees with what libpq connects with
-  // whatever the quoting (a regex stops at an escaped quote and leaks the rest).
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(std::string(dsn).c_str(), &error);
-  if (options == nullptr) {
-    // libpq's message quotes the text it choked on, which may be the password.
-    PQfreemem(error);
-    return "(connection string not shown: libpq cannot parse it)";
-  }
-  std::string out;
-  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr) {
-      continue;  // PQconninfoParse reports only what the string sets
-    }
-    if (!out.empty()) {
-      out.push_back(' ');
-    }
-    out += o->keyword;
-    out += '=';
-    out += is_secret(*o) ? "***" : conninfo_value(o->val);
-  }
-  PQconninfoFree(options);
-  return out;
 }
 
 }  // namespace outbox

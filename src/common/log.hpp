@@ -34,10 +34,4 @@ std::string logging_format();
 // in the relay and job pods). The relay labels its metrics with the first two.
 LogFields log_fields_from_environment();
 
-// A libpq DSN (key=value or URI form) rewritten as key=value with every secret
-// (password, sslpassword) shown as "***", so that a connection string can appear
-// in a log line or an error without leaking it. A DSN libpq cannot parse is not
-// shown at all.
-std::string redact_dsn(std::string_view dsn);
-
 }  // namespace outbox

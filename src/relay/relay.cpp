@@ -13,7 +13,7 @@
 
 #include "common/backoff.hpp"
 #include "common/identity.hpp"
-#include "common/log.hpp"
+#include "common/redact.hpp"
 #include "common/stop.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
@@ -73,6 +73,13 @@ RelayConfig checked(RelayConfig config) {
   return config;
 }
 
+Secrets secrets_of(const RelayConfig& config) {
+  Secrets secrets;
+  secrets.add_dsn(config.dsn);
+  secrets.add_kafka_properties(config.kafka.properties);
+  return secrets;
+}
+
 // What `make` makes (a Kafka client), with the properties it refuses thrown as KafkaRefused.
 template <typename Make>
 auto kafka_client(Make make) -> decltype(make()) {
@@ -89,6 +96,7 @@ auto kafka_client(Make make) -> decltype(make()) {
 // shows them (outbox_build_info among them) while the relay stays not ready.
 Relay::Relay(RelayConfig config, metrics::Registry& registry, RelayHealth& health)
     : config_(checked(std::move(config))),
+      secrets_(secrets_of(config_)),
       table_(TableName::parse(config_.table)),
       metrics_(registry, series_labels(config_.metric_labels, table_)),
       health_(health),
@@ -107,16 +115,18 @@ Relay::Pipeline::Pipeline(const RelayConfig& config, WriteBehind::Write write,
       gate(config.coalesce_window, config.poll_interval, config.batch_size),
       housekeeping(TurnClock::now(), config.rebalance_interval, config.backlog_interval) {}
 
-// Logs a problem once when it appears or changes, and once when it clears.
+// Logs a problem once when it appears or changes, and once when it clears. Its words go to
+// /readyz and the resource's status, and many come from libpq: without the credentials.
 void Relay::set_problem(const std::string& problem, const std::string& reason) {
-  const std::optional<std::string> replaced = health_.set_problem(problem, reason);
+  const std::string said = redact(problem, secrets_);
+  const std::optional<std::string> replaced = health_.set_problem(said, reason);
   if (!replaced) {
     return;
   }
   if (problem.empty()) {
     spdlog::info("relay {} recovered from: {}", config_.identity, *replaced);
   } else {
-    spdlog::error("{}; retrying with backoff", problem);
+    spdlog::error("{}; retrying with backoff", said);
   }
 }
 
@@ -221,13 +231,13 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
       s.set_waiting(false);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("writing back the last batches: {}", e.what());
+    spdlog::warn("writing back the last batches: {}", redact(e.what(), secrets_));
   }
   producer_.flush(std::chrono::seconds(10));
   try {
     s.shards().release_all();
   } catch (const std::exception& e) {
-    spdlog::warn("releasing shards: {}", e.what());
+    spdlog::warn("releasing shards: {}", redact(e.what(), secrets_));
   }
 }
 

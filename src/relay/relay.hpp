@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/defaults.hpp"
+#include "common/redact.hpp"
 #include "kafka/producer.hpp"
 #include "metrics/registry.hpp"
 #include "outbox/store.hpp"
@@ -158,6 +159,7 @@ class Relay {
   void beat() { health_.beat(); }
 
   RelayConfig config_;
+  Secrets secrets_;  // the DSN's and the Kafka properties': no problem says them
   TableName table_;
   RelayMetrics metrics_;
   RelayHealth& health_;
