@@ -10,7 +10,9 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.hpp"
+#include "common/redact.hpp"
 #include "common/version.hpp"
+#include "outbox/connection.hpp"
 
 namespace outbox::cli {
 
@@ -105,7 +107,10 @@ int run(int argc, char** argv) {
     try {
       return actions.at(sub)();
     } catch (const std::exception& e) {
-      spdlog::error("{}: {}", sub->get_name(), e.what());
+      // One line (libpq ends its messages with a newline, which the text log would spell out
+      // as "\n"), without the secrets the command read (libpq quotes the part of a DSN it cannot
+      // parse).
+      spdlog::error("{}: {}", sub->get_name(), redact(one_line(e.what())));
       return 1;
     }
   }

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/redact.hpp"
+
 namespace outbox::cli {
 
 void DatabaseOptions::add_to(CLI::App& cmd) {
@@ -61,7 +63,13 @@ std::string read_secret_file(const std::string& path) {
 }
 
 std::string DatabaseOptions::resolve_dsn() const {
-  return with_tls(dsn_without_tls(), tls);
+  // Known before anything can fail on it: the log sink, the HTTP server and the status writers
+  // keep what this process has read out of the text they emit.
+  const std::string given = dsn_without_tls();
+  Secrets secrets;
+  secrets.add_dsn(given);
+  remember_secrets(secrets);
+  return with_tls(given, tls);
 }
 
 std::string DatabaseOptions::dsn_without_tls() const {

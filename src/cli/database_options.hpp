@@ -28,7 +28,7 @@ struct DatabaseOptions {
   // The --column entries as a map; nullopt when none is given.
   std::optional<ColumnMap> column_map() const;
   // The DSN from --dsn or the file, with the TLS settings in place of its own; throws
-  // std::invalid_argument if neither is given.
+  // std::invalid_argument if neither is given. Its secrets join the process's (redact()).
   std::string resolve_dsn() const;
 
  private:

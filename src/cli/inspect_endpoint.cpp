@@ -4,6 +4,7 @@
 
 #include <pqxx/pqxx>
 
+#include "common/redact.hpp"
 #include "outbox/connection.hpp"
 #include "outbox/schema.hpp"
 
@@ -48,14 +49,18 @@ http::Response InspectEndpoint::handle(const http::Request& request) {
     }
   }
   Inspection in;
+  std::string dsn;
   try {
-    in = inspection(top);
+    in = inspection(top, dsn);
   } catch (const pqxx::broken_connection& e) {
-    // Never the DSN: connection_failure() says why without it.
+    // Never the DSN: connection_failure() says why without its secrets.
     return {503, "text/plain; charset=utf-8",
-            "database unavailable: " + connection_failure(options_.dsn(), e.what()) + "\n"};
+            "database unavailable: " + connection_failure(dsn, e.what()) + "\n"};
   } catch (const std::exception& e) {
-    return {503, "text/plain; charset=utf-8", "inspect failed: " + one_line(e.what()) + "\n"};
+    Secrets secrets;
+    secrets.add_dsn(dsn);
+    return {503, "text/plain; charset=utf-8",
+            "inspect failed: " + redact(one_line(e.what()), secrets) + "\n"};
   }
   if (json) {
     return {200, "application/json", in.json() + "\n"};
@@ -63,7 +68,7 @@ http::Response InspectEndpoint::handle(const http::Request& request) {
   return {200, "text/plain; charset=utf-8", in.text()};
 }
 
-Inspection InspectEndpoint::inspection(int top) {
+Inspection InspectEndpoint::inspection(int top, std::string& dsn) {
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
@@ -73,7 +78,8 @@ Inspection InspectEndpoint::inspection(int top) {
   }
   // A connection of its own for the moment of the query: the relay's sessions hold its shard
   // locks and are never lent out, and an idle endpoint holds no database connection.
-  pqxx::connection conn(options_.dsn());
+  dsn = options_.dsn();
+  pqxx::connection conn(dsn);
   // A missing table says "run migrate first", as the relay does; an adopted one: its copy.
   const TableName table =
       inspect_table(conn, options_.table, {options_.columns}).relay_table(options_.table);

@@ -43,7 +43,9 @@ class InspectEndpoint {
   int queries() const;
 
  private:
-  Inspection inspection(int top);
+  // `dsn`: the DSN it connected with (read only when the cache cannot answer), for the
+  // redaction of a failure.
+  Inspection inspection(int top, std::string& dsn);
 
   InspectEndpointOptions options_;
   mutable std::mutex mu_;

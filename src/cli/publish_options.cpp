@@ -8,6 +8,7 @@
 
 #include "cli/database_options.hpp"
 #include "common/duration.hpp"
+#include "common/redact.hpp"
 
 namespace outbox::cli {
 namespace {
@@ -145,6 +146,9 @@ kafka::ProducerConfig PublishOptions::producer_config() const {
     }
     c.properties[k] = v;
   }
+  Secrets secrets;  // the log sink, the HTTP server and the status writers leave them out
+  secrets.add_kafka_properties(c.properties);
+  remember_secrets(secrets);
   c.message_timeout = parse_duration(message_timeout);
   return c;
 }

@@ -9,6 +9,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/redact.hpp"
+
 namespace outbox::kafka {
 
 ErrorClass classify_error(int code) {
@@ -171,7 +173,7 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
       Delivery& d = results[index];
       d.error_class = classify_error(m.err());
       broker_reached = broker_reached || m.err() == RdKafka::ERR_NO_ERROR;
-      d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : m.errstr();
+      d.error = m.err() == RdKafka::ERR_NO_ERROR ? "" : redact(m.errstr(), secrets);
       d.partition = m.partition();
       d.offset = m.offset();
     }
@@ -189,12 +191,15 @@ struct BatchProducer::Callbacks : public RdKafka::DeliveryReportCb, public RdKaf
     const std::string line =
         client_event_line(error, error ? std::string() : e.fac(), e.str(), broker_reached);
     if (!line.empty()) {
-      spdlog::warn("kafka: {}{}", line, scram_hint(line, RdKafka::version()));
+      spdlog::warn("kafka: {}{}", redact(line, secrets), scram_hint(line, RdKafka::version()));
     }
   }
 
   // A broker answered on this configuration (a delivery or a metadata reply).
   bool broker_reached = false;
+  // The secret properties' values: librdkafka quotes a setting it cannot read (an unsecured
+  // JWT config it stops reading at, with the rest of it). Set before the producer exists.
+  Secrets secrets;
 };
 
 BatchProducer::BatchProducer(const ProducerConfig& config)
@@ -203,12 +208,15 @@ BatchProducer::BatchProducer(const ProducerConfig& config)
   if (std::string problem = guarantee_problem(config.properties); !problem.empty()) {
     throw std::invalid_argument(problem);
   }
+  callbacks_->secrets.add_kafka_properties(config.properties);
+  const Secrets& secrets = callbacks_->secrets;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   std::string err;
   auto set = [&](const std::string& key, const std::string& value) {
     if (conf->set(key, value, err) != RdKafka::Conf::CONF_OK) {
-      // Name the property, never its value: it may be a password.
-      throw std::invalid_argument("kafka property " + key + " rejected: " + err);
+      // Name the property, never its value: it may be a password. librdkafka's reason quotes
+      // the value (of a line that ran two settings together: "PLAIN sasl.password=...").
+      throw std::invalid_argument("kafka property " + key + " rejected: " + redact(err, secrets));
     }
   };
   set("bootstrap.servers", config.bootstrap_servers);
@@ -228,11 +236,11 @@ BatchProducer::BatchProducer(const ProducerConfig& config)
           RdKafka::Conf::CONF_OK ||
       conf->set("event_cb", static_cast<RdKafka::EventCb*>(callbacks_.get()), err) !=
           RdKafka::Conf::CONF_OK) {
-    throw std::runtime_error("kafka callbacks: " + err);
+    throw std::runtime_error("kafka callbacks: " + redact(err, secrets));
   }
   producer_.reset(RdKafka::Producer::create(conf.get(), err));
   if (!producer_) {
-    throw std::runtime_error("kafka producer: " + err);
+    throw std::runtime_error("kafka producer: " + redact(err, secrets));
   }
 }
 

@@ -6,7 +6,20 @@
 #include <memory>
 #include <stdexcept>
 
+#include "common/redact.hpp"
+
 namespace outbox {
+namespace {
+
+// libpq's `message` about `dsn` as one line without the DSN's secrets: libpq quotes the part of
+// a connection string it cannot parse, and that part may be the password.
+std::string without_secrets(const std::string& dsn, const std::string& message) {
+  Secrets secrets;
+  secrets.add_dsn(dsn);
+  return redact(one_line(message), secrets);
+}
+
+}  // namespace
 
 std::string one_line(const std::string& text) {
   std::string out;
@@ -33,7 +46,7 @@ std::string with_tls(const std::string& dsn, const DatabaseTls& tls) {
   std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
       PQconninfoParse(dsn.c_str(), &error), &PQconninfoFree);
   if (!options) {
-    std::string why = error != nullptr ? one_line(error) : "out of memory";
+    std::string why = error != nullptr ? without_secrets(dsn, error) : "out of memory";
     PQfreemem(error);
     throw std::invalid_argument("the database connection string cannot be parsed: " + why);
   }
@@ -108,7 +121,7 @@ std::string connection_failure(const std::string& dsn, const std::string& pqxx_m
   const bool says_nothing = pqxx_message.find("Could not obtain client encoding") == 0 ||
                             pqxx_message.find("Connection to database failed") == 0;
   if (!says_nothing) {
-    return one_line(pqxx_message);
+    return without_secrets(dsn, pqxx_message);
   }
   // The DSN first, then a bound on the wait: in PQconnectdbParams the last
   // value of a repeated keyword wins.
@@ -121,7 +134,7 @@ std::string connection_failure(const std::string& dsn, const std::string& pqxx_m
            "it accepts connections again";
   }
   return "the session was lost and reconnecting fails: " +
-         one_line(probe ? PQerrorMessage(probe.get()) : "out of memory");
+         without_secrets(dsn, probe ? PQerrorMessage(probe.get()) : "out of memory");
 }
 
 }  // namespace outbox

@@ -9,7 +9,8 @@ namespace outbox {
 // mid-query surfaces in libpqxx 6 as "Could not obtain client encoding: not
 // connected." (it reads the encoding before it looks at the result), which names
 // neither cause nor cure; then the reason comes from libpq, by connecting afresh
-// (at most 5 s). Never contains a secret of `dsn`.
+// (at most 5 s). Never contains a secret of `dsn` (libpq quotes the part of a malformed DSN it
+// cannot parse, which may be the password: redact() removes it).
 std::string connection_failure(const std::string& dsn, const std::string& pqxx_message);
 
 // How to verify the PostgreSQL server (and, optionally, who this client is), from files the
@@ -26,7 +27,7 @@ struct DatabaseTls {
 
 // `dsn` (a URI or key=value string) as a key=value connection string with the settings of `tls`
 // in place of the DSN's own: a DSN saying sslmode=require must not weaken a verify-full the
-// resource asks for. Throws std::invalid_argument, without quoting the DSN, when libpq cannot
+// resource asks for. Throws std::invalid_argument, without the DSN's secrets, when libpq cannot
 // parse it.
 std::string with_tls(const std::string& dsn, const DatabaseTls& tls);
 

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -74,6 +75,62 @@ TEST(ProducerEvents, AScramRefusalNamesTheLibrdkafkaNonceBugOnlyWhereItApplies) 
   EXPECT_NE(scram_hint(refused, 0x020002ff).find("before 2.6.1"), std::string::npos);
   EXPECT_EQ(scram_hint(refused, 0x020601ff), "") << "fixed from 2.6.1 on";
   EXPECT_EQ(scram_hint("kafka:9092/1: Connect failed", 0x020002ff), "");
+}
+
+// librdkafka quotes a setting it cannot read: an unsecured-JWT config from where it stops
+// reading (the client secret), a value that ran two settings together (the password). What the
+// relay logs of it, and the refusal it turns into its readiness problem, keep neither.
+TEST(ProducerEvents, WhatLibrdkafkaQuotesOfTheSecretsIsNotRepeated) {
+  const std::string password = "Hunter2Kafka";
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  {
+    ProducerConfig c;
+    c.bootstrap_servers = "127.0.0.1:1";
+    c.properties = {{"security.protocol", "SASL_PLAINTEXT"},
+                    {"sasl.mechanism", "OAUTHBEARER"},
+                    {"enable.sasl.oauthbearer.unsecure.jwt", "true"},
+                    {"sasl.oauthbearer.config", "principal=outbox clientSecret=" + password}};
+    BatchProducer producer(c);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (out.str().find("OAUTHBEARER") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      producer.probe(std::chrono::milliseconds(100));
+    }
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_NE(out.str().find("Unrecognized sasl.oauthbearer.config"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find(password), std::string::npos) << out.str();
+
+  ProducerConfig joined;
+  joined.bootstrap_servers = "127.0.0.1:1";
+  joined.properties = {{"security.protocol", "SASL_PLAINTEXT"},
+                       {"sasl.mechanism", "SCRAM-SHA-512 sasl.password=" + password}};
+  try {
+    BatchProducer producer(joined);
+    ADD_FAILURE() << "a mechanism with a password in it was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string said = e.what();
+    EXPECT_NE(said.find("kafka property sasl.mechanism rejected"), std::string::npos) << said;
+    EXPECT_EQ(said.find(password), std::string::npos) << said;
+  }
+
+  ProducerConfig unknown;  // a mechanism librdkafka does not know, beside a password
+  unknown.bootstrap_servers = "127.0.0.1:1";
+  unknown.properties = {{"security.protocol", "SASL_PLAINTEXT"},
+                        {"sasl.mechanism", "BOGUS"},
+                        {"sasl.username", "outbox"},
+                        {"sasl.password", password}};
+  try {
+    BatchProducer producer(unknown);
+    ADD_FAILURE() << "an unknown mechanism was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Unsupported SASL mechanism"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find(password), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
