@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/redact.hpp"
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
 #include "kube/client.hpp"
@@ -21,12 +22,14 @@ Json job_status_patch(const JobRun& run) {
   for (const auto& [name, value] : run.counts) {
     body[name] = value ? Json(*value) : Json(nullptr);
   }
-  if (run.message.empty()) {
+  // Redacted before it is cut, so a cut cannot split a secret; the jobs' messages quote libpq.
+  const std::string message = redact(run.message);
+  if (message.empty()) {
     body["message"] = nullptr;
-  } else if (run.message.size() > kMaxMessage) {
-    body["message"] = run.message.substr(0, kMaxMessage - 3) + "...";
+  } else if (message.size() > kMaxMessage) {
+    body["message"] = message.substr(0, kMaxMessage - 3) + "...";
   } else {
-    body["message"] = run.message;
+    body["message"] = message;
   }
   if (!run.request.empty()) {
     body["request"] = run.request;

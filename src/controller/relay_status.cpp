@@ -6,6 +6,7 @@
 
 #include "api/spec.hpp"
 #include "common/duration.hpp"
+#include "common/redact.hpp"
 #include "controller/relay_resources.hpp"
 
 namespace outbox::controller {
@@ -18,7 +19,9 @@ T default_of(const char* path) {
   return api::spec_field(path).default_value.get<T>();
 }
 
-// `value`: "True", "False" or "Unknown" (metav1.ConditionStatus).
+// `value`: "True", "False" or "Unknown" (metav1.ConditionStatus). The message often quotes a
+// pod (its report, its last log line), so it goes through redact(): this process holds no
+// credential, but a URI's userinfo and a password= value are recognised without one.
 Json condition(const Json& current_status, const std::string& type, const std::string& value,
                const std::string& reason, const std::string& message, long long generation,
                const std::string& now) {
@@ -31,7 +34,7 @@ Json condition(const Json& current_status, const std::string& type, const std::s
   return {{"type", type},
           {"status", value},
           {"reason", reason},
-          {"message", message},
+          {"message", redact(message)},
           {"observedGeneration", generation},
           {"lastTransitionTime", since}};
 }

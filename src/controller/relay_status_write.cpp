@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/redact.hpp"
 #include "controller/job_status.hpp"
 
 // Writing what the reconciler found: the status (computed by relay_status), Events for
@@ -278,7 +279,7 @@ void RelayReconciler::record_event(const Json& relay, const EventNote& note) {
                       {"uid", relay.at("metadata").value("uid", "")}}},
                     {"type", note.type},
                     {"reason", note.reason},
-                    {"message", note.message},
+                    {"message", redact(note.message)},
                     {"source", {{"component", "outbox-operator"}}},
                     {"reportingComponent", "outbox-operator"},
                     {"reportingInstance", options_.identity},

@@ -8,6 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "common/redact.hpp"
+
 namespace outbox::http {
 
 namespace asio = boost::asio;
@@ -158,7 +160,9 @@ struct HealthServer::Impl {
     if (r.status == 429) {
       res->set(beast::http::field::retry_after, "1");
     }
-    res->body() = std::move(r.body);
+    // The last stop before the network: /readyz and /inspect quote the relay's problems, which
+    // come from libpq and librdkafka.
+    res->body() = redact(r.body);
     res->keep_alive(false);
     res->prepare_payload();
     beast::http::async_write(*socket, *res, [socket, res](beast::error_code, std::size_t) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/outbox_relay.hpp"
+#include "common/redact.hpp"
 #include "common/stop.hpp"
 
 namespace outbox::relay {
@@ -64,7 +65,10 @@ bool StatusReporter::report_once() {
     reported = true;
   }
   if (!report.problem.empty()) {
-    Json problem = {{"pod", options_.pod}, {"message", report.problem}, {"reportedAt", now}};
+    // The operator copies it into conditions and Events: never a credential, whichever path
+    // the words took.
+    Json problem = {
+        {"pod", options_.pod}, {"message", redact(report.problem)}, {"reportedAt", now}};
     if (!report.reason.empty()) {
       problem["reason"] = report.reason;
     }

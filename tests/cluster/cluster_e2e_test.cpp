@@ -830,6 +830,39 @@ TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
   EXPECT_EQ(r.delivery_problem(30), "");
 }
 
+// Issue 42: a DSN Secret whose password holds a bare % makes libpq quote the password. On real
+// pods, the relays report why they cannot connect, and the password is in none of the
+// OutboxRelay's status (relayProblem, Ready, Stalled, Degraded), its Events or the pods' logs.
+TEST(Cluster, APasswordLibpqQuotesBackIsInNoStatusEventOrPodLog) {
+  RelayUnderTest r("cl-redact");
+  std::string dsn = node_env().pod_dsn;  // postgresql://outbox:<pw>@host:port/db
+  const std::size_t colon = dsn.find(':', dsn.find("://") + 3), at = dsn.rfind('@');
+  dsn = dsn.substr(0, colon + 1) + "Hunter2%zzSecret" + dsn.substr(at);
+  apply({{"apiVersion", "v1"},
+         {"kind", "Secret"},
+         {"metadata", {{"name", "orders-db"}, {"namespace", r.ns}}},
+         {"stringData", {{"dsn", dsn}}}});
+  r.apply();
+  auto shows_password = [](const std::string& text) {
+    return text.find("Hunter2") != std::string::npos || text.find("zzSecret") != std::string::npos;
+  };
+  EXPECT_TRUE(eventually(
+      [&] {
+        return r.get()
+                   .value("/status/relayProblem/message"_json_pointer, std::string())
+                   .find("invalid percent-encoded token") != std::string::npos;
+      },
+      180s))
+      << r.get().dump();
+  EXPECT_FALSE(shows_password(r.get().at("status").dump())) << r.get().at("status").dump();
+  const std::string events = kubectl("-n " + r.ns + " get events -o json");
+  EXPECT_NE(events.find("invalid percent-encoded token"), std::string::npos) << events;
+  EXPECT_FALSE(shows_password(events)) << events;
+  const std::string logs = kubectl("-n " + r.ns + " logs -l " + r.relay_selector() + " --tail=-1");
+  EXPECT_NE(logs.find("invalid percent-encoded token"), std::string::npos) << logs;
+  EXPECT_FALSE(shows_password(logs)) << logs;
+}
+
 TEST(Cluster, DeletingTheOutboxRelayGarbageCollectsEverythingItOwned) {
   RelayUnderTest r("cl-gc");
   r.apply();

@@ -36,6 +36,10 @@ TEST(JobStatus, PatchTouchesOnlyItsOwnFieldAndClearsWhatTheRunDidNotSet) {
   EXPECT_TRUE(c.at("removed").is_null());
   EXPECT_TRUE(c.at("archived").is_null());
   EXPECT_EQ(c.at("message").get<std::string>().size(), 1024u) << "the CRD's maxLength";
+  // A job's message quotes libpq: it is written without a credential (issue 42).
+  bad.message = "cleanup failed: cannot reach host=db password=s3cret";
+  EXPECT_EQ(job_status_patch(bad).at("/status/lastCleanup/message"_json_pointer),
+            "cleanup failed: cannot reach host=db password=***");
 
   // The operator's server-side apply of its status never names the jobs' fields, so it neither
   // owns nor removes them.

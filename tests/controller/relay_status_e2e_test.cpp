@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <regex>
 #include <thread>
 #include <tuple>
@@ -371,6 +372,89 @@ TEST_F(ControllerE2E, JobsReportTheirLastRunsAndTheControllerKeepsThem) {
   EXPECT_EQ(orphan.exit_code, 0) << orphan.output;
   EXPECT_NE(orphan.output.find("could not report status.lastCleanup"), std::string::npos)
       << orphan.output;
+}
+
+// Issue 42: a Secret whose password holds a bare % makes libpq quote the password (`invalid
+// percent-encoded token: "..."`). The real relay, run with the arguments the controller rendered
+// and that Secret as its DSN file, and the real compensation job report why they cannot connect;
+// the password is in none of what they and the controller emit: the relay's log and /readyz,
+// status.relayProblem, the Ready, Stalled and Degraded conditions, the Warning Event,
+// status.lastCompensation and the JobFailed condition.
+TEST_F(ControllerE2E, APasswordLibpqQuotesBackReachesNoStatusConditionEventOrLog) {
+  const std::string dsn = "postgresql://outbox:Hunter2%zzSecret@127.0.0.1:1/outbox";
+  auto shows_password = [](const std::string& text) {
+    return text.find("Hunter2") != std::string::npos || text.find("zzSecret") != std::string::npos;
+  };
+  testing::create_secret(client, ns, "orders-db", {{"dsn", dsn}});
+  testing::ControllerProcess ctl(ns, {}, "redact-" + ns);
+  Json spec = base_spec();
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", "redact-probe"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+
+  const std::string dsn_file = ::testing::TempDir() + "redact-" + ns + ".dsn";
+  std::ofstream(dsn_file) << dsn << "\n";
+  const std::string log = ::testing::TempDir() + "redact-relay-" + ns + ".log";
+  const unsigned short port = free_port();
+  std::vector<std::string> args = rendered_relay_args(get(owned::deployments, "orders-relay"));
+  std::replace(args.begin(), args.end(), std::string("--listen=127.0.0.1:0"),
+               "--listen=127.0.0.1:" + std::to_string(port));
+  std::string readyz;
+  {
+    testing::Process relay_pod(args, {{"OUTBOX_DSN_FILE", dsn_file}}, log);
+    ASSERT_TRUE(eventually(
+        [&] {
+          return condition(relay("orders"), "Degraded")
+                     .value("message", "")
+                     .find("invalid percent-encoded token") != std::string::npos;
+        },
+        40s))
+        << relay("orders").value("status", Json::object()).dump();
+    readyz = http_get(port, "/readyz");
+  }
+  EXPECT_NE(readyz.find("invalid percent-encoded token"), std::string::npos) << readyz;
+  EXPECT_FALSE(shows_password(readyz)) << readyz;
+  const Json r = relay("orders");
+  const std::string reported = r.value("/status/relayProblem/message"_json_pointer, "");
+  EXPECT_NE(reported.find("invalid percent-encoded token"), std::string::npos) << reported;
+  EXPECT_FALSE(shows_password(r.at("status").dump())) << r.at("status").dump();
+  // Ready quotes the relays' reports only when the Deployment has pods (a real node's
+  // cluster test); here it says how many are ready, and nothing of the password either.
+  EXPECT_FALSE(shows_password(condition(r, "Ready").dump()));
+  for (const char* type : {"Stalled", "Degraded"}) {
+    const std::string message = condition(r, type).value("message", "");
+    EXPECT_NE(message.find("invalid percent-encoded token"), std::string::npos)
+        << type << ": " << message;
+  }
+  ASSERT_TRUE(eventually([&] { return !client.list(kEvents, ns).at("items").empty(); }, 10s));
+  const std::string events = client.list(kEvents, ns).at("items").dump();
+  EXPECT_NE(events.find("invalid percent-encoded token"), std::string::npos) << events;
+  EXPECT_FALSE(shows_password(events)) << events;
+  std::ifstream in(log);
+  const std::string logged((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(logged.find("invalid percent-encoded token"), std::string::npos) << logged;
+  EXPECT_FALSE(shows_password(logged)) << logged;
+
+  // The compensation CronJob's command, run here with the admin kubeconfig.
+  std::string cmd = OUTBOX_BINARY;
+  const Json cron_job = get(owned::cron_jobs, "orders-compensate");  // outlives the loop
+  for (const Json& a :
+       cron_job.at("/spec/jobTemplate/spec/template/spec/containers/0/args"_json_pointer)) {
+    cmd += " '" + a.get<std::string>() + "'";
+  }
+  cmd += " '--kubeconfig=" + testbed::kubeconfig_path() + "'";
+  const outbox::testing::CliResult comp = outbox::testing::run_cli(dsn, cmd);
+  EXPECT_NE(comp.exit_code, 0) << comp.output;
+  EXPECT_NE(comp.output.find("invalid percent-encoded token"), std::string::npos) << comp.output;
+  EXPECT_FALSE(shows_password(comp.output)) << comp.output;
+  ASSERT_TRUE(eventually(
+      [&] { return condition(relay("orders"), "JobFailed").value("status", "") == "True"; }, 20s));
+  const Json after = relay("orders");
+  EXPECT_NE(after.value("/status/lastCompensation/message"_json_pointer, "")
+                .find("invalid percent-encoded token"),
+            std::string::npos)
+      << after.at("status").dump();
+  EXPECT_FALSE(shows_password(after.at("status").dump())) << after.at("status").dump();
 }
 
 }  // namespace

@@ -280,6 +280,19 @@ TEST(RelayStatus, StalledAndDegradedNameWhatAPersonMustFix) {
   moved["status"]["relayProblem"]["reason"] = "DatabaseMoved";
   EXPECT_EQ(find_condition(status_of(moved, std::nullopt), "Degraded").at("reason"),
             "DatabaseMoved");
+  // The operator holds no credential, but what a pod reports passes redact() (issue 42): a
+  // connection string's userinfo and a password= value are recognised without knowing them.
+  Json leaky = r;
+  leaky["status"]["relayProblem"]["message"] =
+      "cannot reach postgresql://app:s3cret@db/x (host=db password=s3cret)";
+  for (const char* type : {"Degraded", "Stalled"}) {
+    EXPECT_EQ(find_condition(status_of(leaky, std::nullopt), type)
+                  .at("message")
+                  .get<std::string>()
+                  .find("s3cret"),
+              std::string::npos)
+        << type;
+  }
   r["status"]["relayProblem"]["reportedAt"] = format_time(now - kRelayProblemFresh - seconds(1));
   EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Degraded").at("status"), "False");
   EXPECT_EQ(find_condition(status_of(r, std::nullopt), "Stalled").at("status"), "False");

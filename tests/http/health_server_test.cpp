@@ -95,6 +95,19 @@ TEST_F(HealthServerTest, UnknownPathsWritesAndThrowingHandlersGetTheirOwnStatus)
   EXPECT_NE(failed.find("error: boom"), std::string::npos) << failed;
 }
 
+// The last stop before the network (issue 42): an answer that quotes a credential, which no
+// handler should give, leaves without it.
+TEST(HealthServer, AnAnswerLeavesWithoutACredential) {
+  HealthServer server(
+      "127.0.0.1", 0,
+      {{"/readyz", [] {
+          return Response{503, "text/plain", "unreachable: postgresql://app:s3cret@db/x\n"};
+        }}});
+  const std::string said = get(server.port(), "/readyz");
+  EXPECT_NE(said.find("unreachable: postgresql://app:***@db/x"), std::string::npos) << said;
+  EXPECT_EQ(said.find("s3cret"), std::string::npos) << said;
+}
+
 // A slow route (the relay's /inspect, a database query) runs on a worker of its own: the
 // probes answer while it works, its handler sees the query, and requests past max_waiting are
 // turned away at once instead of piling up.
