@@ -181,8 +181,8 @@ TEST(Cluster, RelayPodsStartFromTheImageDeliverAndShowReadyInKubectl) {
   r.table.insert(300, 10);
   EXPECT_EQ(r.delivery_problem(300), "");
 
-  // Nothing to exec into but the binary: exec itself works (the binary answers, found on
-  // PATH as kubectl outbox and the runbooks call it), a shell is not there by path nor on PATH.
+  // Nothing to exec into but the binary: exec itself works for those allowed pods/exec (the
+  // binary answers, found on PATH), a shell is not there by path nor on PATH.
   std::string pod = ready_pods(r.ns, r.relay_selector()).at(0);
   const std::string version =
       kubectl("-n " + r.ns + " exec " + pod + " -- outbox-operator --version");
