@@ -7,8 +7,8 @@
 # The runtime image is `FROM scratch` plus what scripts/image-rootfs.sh lays out in
 # the build stage: the binary, the shared libraries it loads and the dynamic loader,
 # CA certificates, the time zone database and a passwd/group naming the non-root
-# user 65532. There is no shell, package manager or coreutils to exec into: `kubectl
-# exec <pod> -- outbox-operator ...` is the only command a pod runs.
+# user 65532. There is no shell, package manager or coreutils: the binary is the only
+# program in it.
 # tests/crd/dockerfile_runtime_libs.sh runs the same script against the built binary
 # and the binary chrooted into its result, since no Docker engine runs in CI.
 
@@ -47,8 +47,9 @@ RUN scripts/image-rootfs.sh /out/usr/local/bin/outbox-operator /rootfs
 # Nothing but the build stage's /rootfs (see the header): no base image, no RUN.
 FROM scratch AS runtime
 COPY --from=build /rootfs/ /
-# An image from scratch has no environment: `kubectl exec <pod> -- outbox-operator ...`
-# (kubectl outbox, the runbooks) finds the binary by this PATH whatever the runtime's default.
+# An image from scratch has no environment: a command given by name (`kubectl exec <pod> --
+# outbox-operator ...`, for those allowed pods/exec) finds the binary by this PATH whatever the
+# runtime's default.
 ENV PATH=/usr/local/bin
 LABEL org.opencontainers.image.title="outbox-operator" \
       org.opencontainers.image.description="Kubernetes operator for the transactional outbox pattern (PostgreSQL to Kafka)" \

@@ -27,6 +27,15 @@ inline constexpr std::chrono::milliseconds kMaxCoalesceWindow{10'000};
 inline constexpr int kMaxShards = 1024;
 inline constexpr std::chrono::milliseconds kWriteBehindLimit{250};
 inline constexpr std::chrono::milliseconds kWriteBehindLinger{10};
+// Compute resources of the relay and job containers when spec.relay.resources is left out: a
+// namespace whose ResourceQuota counts requests or memory limits admits them, and they stay
+// Burstable (no cpu limit, so a drain is not throttled). The relay's measured peak RSS is
+// 30.1 MiB (docs/benchmarks.md, "Relay memory"); its /tmp is a memory-backed emptyDir of up to
+// 16 Mi, charged to the same cgroup. The request covers that peak twice; the limit is 2.8 times
+// the 46 MiB both add up to, and stops a runaway relay before it starves its node.
+inline constexpr char kRelayCpuRequest[] = "50m";
+inline constexpr char kRelayMemoryRequest[] = "64Mi";
+inline constexpr char kRelayMemoryLimit[] = "128Mi";
 
 // spec.retry
 inline constexpr int kMaxAttempts = 10;

@@ -51,6 +51,12 @@ std::vector<SpecField> make_table() {
       {"/relay/ordering", "PerKey", {}, {}, {"PerKey", "None"}},
       {"/relay/onSent", "Mark", {}, {}, {"Mark", "Delete"}},
       {"/relay/shards", none, 1, d::kMaxShards, {}},
+      {"/relay/resources",
+       {{"requests", {{"cpu", d::kRelayCpuRequest}, {"memory", d::kRelayMemoryRequest}}},
+        {"limits", {{"memory", d::kRelayMemoryLimit}}}},
+       {},
+       {},
+       {}},
       // spec.retry
       {"/retry", Json::object(), {}, {}, {}},
       {"/retry/maxAttempts", d::kMaxAttempts, 1, d::kMaxMaxAttempts, {}},
@@ -134,7 +140,9 @@ class Reader {
   template <typename T>
   static void check_type(const std::string& path, const Json& value) {
     const char* want = nullptr;
-    if constexpr (std::is_same_v<T, bool>) {
+    if constexpr (std::is_same_v<T, Json>) {
+      want = value.is_object() ? nullptr : "an object";
+    } else if constexpr (std::is_same_v<T, bool>) {
       want = value.is_boolean() ? nullptr : "true or false";
     } else if constexpr (std::is_integral_v<T>) {
       want = value.is_number_integer() ? nullptr : "an integer";
@@ -259,9 +267,10 @@ RelaySpec relay(const Reader& r) {
   s.per_key_order = r.get<std::string>("/relay/ordering") == "PerKey";
   s.delete_on_sent = r.get<std::string>("/relay/onSent") == "Delete";
   s.shards = r.find<int>("/relay/shards");
+  // Left out, the defaults; written, as written, whole: `resources: {}` asks for none.
+  s.resources = r.get<Json>("/relay/resources");
   for (auto [from, to] :
-       {std::pair{"/relay/resources", &s.resources},
-        std::pair{"/relay/template/pod", &s.pod_template},
+       {std::pair{"/relay/template/pod", &s.pod_template},
         std::pair{"/relay/template/serviceAccount/metadata", &s.service_account_metadata}}) {
     if (r.has(from)) {
       *to = r.at(from);

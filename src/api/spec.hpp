@@ -90,7 +90,7 @@ struct RelaySpec {
   bool per_key_order = true;    // ordering PerKey (false: None)
   bool delete_on_sent = false;  // onSent Delete (false: Mark)
   std::optional<int> shards;
-  Json resources;                 // corev1 ResourceRequirements, or null
+  Json resources;                 // corev1 ResourceRequirements (the defaults when left out)
   Json pod_template;              // spec.relay.template.pod, or null
   Json service_account_metadata;  // spec.relay.template.serviceAccount.metadata, or null
 };

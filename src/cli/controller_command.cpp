@@ -15,6 +15,7 @@
 #include "controller/controller.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
+#include "metrics/process.hpp"
 
 namespace outbox::cli {
 namespace {
@@ -187,6 +188,8 @@ Action add_controller_command(CLI::App& app) {
     kube::Client client = make_client(*f);
     const controller::ControllerOptions options = controller_options(*f);
     metrics::Registry registry;
+    metrics::register_build_info(registry);
+    metrics::register_process_metrics(registry);
     controller::Controller controller(client, options, registry);
     const ListenAddress listen = parse_listen(f->listen);
     http::HealthServer server(

@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "http/health_server.hpp"
 #include "kube/config.hpp"
+#include "metrics/process.hpp"
 #include "outbox/table.hpp"
 #include "relay/relay.hpp"
 #include "relay/status_reporter.hpp"
@@ -166,6 +167,7 @@ Action add_relay_command(CLI::App& app) {
     const ListenAddress listen = parse_listen(o->listen);
     const std::stop_token stop = install_stop_signals();
     metrics::Registry registry;
+    metrics::register_process_metrics(registry);
     relay::RelayHealth health;
     // Null when the producer refused the Kafka properties: then the pod stays up and not
     // ready, so that the refusal reaches /readyz and status instead of a crash loop.

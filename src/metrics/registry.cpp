@@ -128,7 +128,18 @@ Histogram& Registry::histogram(const std::string& name, const std::string& help,
   return *slot;
 }
 
+void Registry::add_collector(std::function<void()> collect) {
+  std::lock_guard lock(collect_mu_);
+  collectors_.push_back(std::move(collect));
+}
+
 std::string Registry::render() const {
+  {
+    std::lock_guard collecting(collect_mu_);
+    for (const auto& collect : collectors_) {
+      collect();
+    }
+  }
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -57,6 +58,9 @@ class Registry {
   // A counter family whose series appear later (their labels are known only then, e.g. a
   // topic): rendered with its HELP and TYPE and no sample until counter() adds one.
   void describe_counter(const std::string& name, const std::string& help);
+  // Runs `collect` before every render(), one render at a time: for figures read when
+  // scraped (metrics/process.hpp), which it sets on metrics registered beforehand.
+  void add_collector(std::function<void()> collect);
   std::string render() const;
 
  private:
@@ -69,6 +73,8 @@ class Registry {
   };
   Family& family(const std::string& name, const std::string& type, const std::string& help);
 
+  mutable std::mutex collect_mu_;  // held while the collectors run; taken before mu_
+  std::vector<std::function<void()>> collectors_;
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
   std::deque<Counter> counter_store_;

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "common/version.hpp"
+#include "metrics/process.hpp"
 
 namespace outbox::relay {
 namespace {
@@ -49,7 +49,6 @@ constexpr Series kHousekeepingDuration{
     "outbox_housekeeping_seconds",
     "Rebalancing shards, table maintenance and measuring the backlog between batches; the relay "
     "claims nothing meanwhile"};
-constexpr Series kBuildInfo{"outbox_build_info", "1, labelled with the binary's version"};
 constexpr Series kPending{"outbox_pending_events", "Pending events (database clock)"};
 constexpr Series kFailedEvents{"outbox_failed_events", "Events in FAILED"};
 constexpr Series kStuck{"outbox_stuck_events", "Pending events older than the stuck threshold"};
@@ -113,7 +112,7 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
                                       metrics::latency_buckets(), labels)),
       housekeeping_duration(r.histogram(kHousekeepingDuration.name, kHousekeepingDuration.help,
                                         metrics::latency_buckets(), labels)),
-      build_info(r.gauge(kBuildInfo.name, kBuildInfo.help, with(labels, "version", kVersion))),
+      build_info(metrics::register_build_info(r, labels)),
       pending(r.gauge(kPending.name, kPending.help, labels)),
       failed_events(r.gauge(kFailedEvents.name, kFailedEvents.help, labels)),
       stuck(r.gauge(kStuck.name, kStuck.help, labels)),
@@ -130,7 +129,6 @@ RelayMetrics::RelayMetrics(metrics::Registry& r, const metrics::Labels& labels)
       kafka_up(r.gauge(kKafkaUp.name, kKafkaUp.help, labels)),
       registry_(r),
       labels_(labels) {
-  build_info.set(1);
   r.describe_counter(kTopicPublished.name, kTopicPublished.help);
   r.describe_counter(kTopicFailed.name, kTopicFailed.help);
 }

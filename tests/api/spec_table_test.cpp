@@ -156,6 +156,8 @@ TEST(ParseSpec, AMinimalSpecGetsEveryDefaultOfTheTable) {
   EXPECT_TRUE(s.relay.per_key_order);
   EXPECT_FALSE(s.relay.delete_on_sent);
   EXPECT_FALSE(s.relay.shards);
+  EXPECT_EQ(s.relay.resources, spec_field("/relay/resources").default_value);
+  EXPECT_EQ(s.relay.resources.at("/requests/memory"_json_pointer), defaults::kRelayMemoryRequest);
   EXPECT_EQ(s.retry.max_attempts, spec_field("/retry/maxAttempts").default_value);
   EXPECT_EQ(s.retry.jitter, spec_field("/retry/jitter").default_value);
   EXPECT_EQ(s.compensation.batch_size, spec_field("/compensation/batchSize").default_value);
@@ -167,7 +169,11 @@ TEST(ParseSpec, AMinimalSpecGetsEveryDefaultOfTheTable) {
 
 TEST(ParseSpec, WhatTheSpecSaysWinsOverTheDefault) {
   Json spec = minimal();
-  spec["relay"] = {{"replicas", 0}, {"batchSize", 10000}, {"ordering", "None"}, {"shards", 8}};
+  spec["relay"] = {{"replicas", 0},
+                   {"batchSize", 10000},
+                   {"ordering", "None"},
+                   {"shards", 8},
+                   {"resources", Json::object()}};
   spec["retry"] = {{"jitter", 0}};
   spec["database"]["tls"] = {{"ca", {{"configMapRef", {{"name", "pg-ca"}}}}}};
   const OutboxRelaySpec s = parse_spec(spec);
@@ -175,6 +181,7 @@ TEST(ParseSpec, WhatTheSpecSaysWinsOverTheDefault) {
   EXPECT_EQ(s.relay.batch_size, 10000);
   EXPECT_FALSE(s.relay.per_key_order);
   EXPECT_EQ(s.relay.shards, 8);
+  EXPECT_EQ(s.relay.resources, Json::object());
   EXPECT_EQ(s.retry.jitter, 0.0);
   ASSERT_TRUE(s.database.tls);
   EXPECT_EQ(s.database.tls->mode, "verify-full");
@@ -226,6 +233,10 @@ TEST(ParseSpec, AWrongShapeIsRefusedNamingTheField) {
             "spec.database.dsnSecretRef: needs a name and a key");
   EXPECT_EQ(refusal([](Json& s) { s["suspend"] = "yes"; }),
             "spec.suspend: must be true or false, not \"yes\"");
+  EXPECT_EQ(refusal([](Json& s) {
+              s["relay"] = {{"resources", "64Mi"}};
+            }),
+            "spec.relay.resources: must be an object, not \"64Mi\"");
 }
 
 }  // namespace

@@ -181,8 +181,8 @@ TEST(Cluster, RelayPodsStartFromTheImageDeliverAndShowReadyInKubectl) {
   r.table.insert(300, 10);
   EXPECT_EQ(r.delivery_problem(300), "");
 
-  // Nothing to exec into but the binary: exec itself works (the binary answers, found on
-  // PATH as kubectl outbox and the runbooks call it), a shell is not there by path nor on PATH.
+  // Nothing to exec into but the binary: exec itself works for those allowed pods/exec (the
+  // binary answers, found on PATH), a shell is not there by path nor on PATH.
   std::string pod = ready_pods(r.ns, r.relay_selector()).at(0);
   const std::string version =
       kubectl("-n " + r.ns + " exec " + pod + " -- outbox-operator --version");
@@ -210,6 +210,71 @@ TEST(Cluster, RelayPodsStartFromTheImageDeliverAndShowReadyInKubectl) {
   // The DSN reached the relay through the Secret only: not in the pod spec or the args.
   std::string spec = kubectl("-n " + r.ns + " get pod " + pod + " -o json");
   EXPECT_EQ(spec.find(node_env().pod_dsn), std::string::npos);
+}
+
+// A namespace whose ResourceQuota counts cpu and memory requests and memory limits refuses
+// every pod that does not state them: the relay pods with the default resources are admitted,
+// run Burstable and are counted; with `resources: {}` the same quota refuses them. The default
+// spread over nodes is soft: both replicas still run on this one node.
+TEST(Cluster, RelayPodsWithTheDefaultResourcesAreAdmittedUnderAResourceQuota) {
+  RelayUnderTest r("cl-quota");
+  apply({{"apiVersion", "v1"},
+         {"kind", "ResourceQuota"},
+         {"metadata", {{"name", "compute"}, {"namespace", r.ns}}},
+         {"spec",
+          {{"hard",
+            {{"requests.cpu", "1"}, {"requests.memory", "1Gi"}, {"limits.memory", "2Gi"}}}}}});
+  // The quota admission plugin refuses every pod until the controller-manager has filled in
+  // the quota's status.
+  auto quota = [&] {
+    return Json::parse(kubectl("-n " + r.ns + " get resourcequota compute -o json"));
+  };
+  ASSERT_TRUE(eventually([&] { return quota().contains("/status/hard"_json_pointer); }, 60s))
+      << quota().dump();
+
+  r.apply({{"relay", {{"resources", Json::object()}}}});
+  auto refused = [&] {
+    Json sets = Json::parse(
+        kubectl("-n " + r.ns + " get replicasets -o json -l '" + r.relay_selector() + "'"));
+    for (const Json& rs : sets.at("items")) {
+      for (const Json& c : rs.value("/status/conditions"_json_pointer, Json::array())) {
+        if (c.value("type", "") == "ReplicaFailure" &&
+            c.value("message", "").find("forbidden") != std::string::npos) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(eventually(refused, 90s)) << "the quota admitted relay pods without resources";
+  EXPECT_TRUE(pods(r.ns, r.relay_selector()).empty());
+
+  r.apply({{"relay", {{"resources", nullptr}}}});
+  r.wait_ready();
+  // The API server filled in the CRD's default, and the pods carry it.
+  EXPECT_EQ(r.get().at("/spec/relay/resources/limits/memory"_json_pointer), "128Mi");
+  const std::vector<Json> running = pods(r.ns, r.relay_selector());
+  ASSERT_EQ(running.size(), 2u);
+  for (const Json& pod : running) {
+    EXPECT_EQ(pod.at("/status/qosClass"_json_pointer), "Burstable") << pod_name(pod);
+    EXPECT_EQ(pod.at("/spec/containers/0/resources/requests/cpu"_json_pointer), "50m");
+    EXPECT_EQ(pod.at("/spec/topologySpreadConstraints/0/whenUnsatisfiable"_json_pointer),
+              "ScheduleAnyway");
+    EXPECT_EQ(pod.at("/spec/nodeName"_json_pointer),
+              running.front().at("/spec/nodeName"_json_pointer));
+  }
+  // Two pods of 64Mi requested and 128Mi limit each.
+  EXPECT_TRUE(eventually(
+      [&] {
+        const Json used = quota().value("/status/used"_json_pointer, Json::object());
+        return used.value("requests.memory", "") == "128Mi" &&
+               used.value("limits.memory", "") == "256Mi" &&
+               used.value("requests.cpu", "") == "100m";
+      },
+      60s))
+      << quota().dump();
+  r.table.insert(50, 5);
+  EXPECT_EQ(r.delivery_problem(50), "");
 }
 
 // spec.database.manageSchema on a table that does not exist yet: the operator's migrate Job

@@ -7,6 +7,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "common/version.hpp"
 #include "controller/controller.hpp"
 #include "controller_e2e.hpp"
 #include "kube/errors.hpp"
@@ -64,6 +65,24 @@ TEST_F(ControllerE2E, ResyncRepairsARemovedOwnerReferenceAndWritesNothingWhenIdl
   const std::string m = again.metrics();
   EXPECT_EQ(testing::metric(m, "outbox_controller_applies_total"), 0) << m;
   EXPECT_EQ(testing::metric(m, "outbox_controller_status_writes_total"), 0) << m;
+}
+
+// The controller's /metrics carry what every process of the project exports: the kernel's
+// figures for it (read at each scrape) and the build it is.
+TEST_F(ControllerE2E, MetricsCarryTheProcessFiguresAndTheBuild) {
+  testing::ControllerProcess ctl(ns, {}, "process-metrics-" + ns);
+  std::string m;
+  ASSERT_TRUE(eventually([&] { return !(m = ctl.metrics()).empty(); }, 20s)) << "no /metrics";
+  EXPECT_GT(testing::metric(m, "process_resident_memory_bytes"), 1 << 20) << m;
+  EXPECT_GT(testing::metric(m, "process_open_fds"), 3) << m;
+  EXPECT_GE(testing::metric(m, "process_cpu_seconds_total"), 0) << m;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double started = testing::metric(m, "process_start_time_seconds");
+  EXPECT_GT(started, now - 300) << m;
+  EXPECT_LE(started, now + 1) << m;
+  EXPECT_EQ(testing::metric(m, std::string("outbox_build_info{version=\"") + kVersion + "\"}"), 1)
+      << m;
 }
 
 // An in-process controller on the test bed's apiserver, for what the binary cannot show: its

@@ -16,7 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 render_rules "$tmp/rules.yaml" || die "helm template of the PrometheusRule failed"
-cp "$MON_TEST_DIR/alerts_test.yaml" "$tmp/"
+sed "s|RUNBOOKS/|$(default_runbooks)/|" "$MON_TEST_DIR/alerts_test.yaml" >"$tmp/alerts_test.yaml"
 out=$(promtool check rules "$tmp/rules.yaml" 2>&1) && pass "promtool check rules (default values)" ||
   fail "promtool check rules: $out"
 out=$(cd "$tmp" && promtool test rules alerts_test.yaml 2>&1) && pass "promtool test rules alerts_test.yaml" ||

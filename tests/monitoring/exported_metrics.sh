@@ -64,6 +64,10 @@ expect_eq "no relay series carries the pod's name (Prometheus adds it as pod)" \
 expect_eq "the relay describes its by-topic counters before any event" \
   "$(grep -c '^outbox_topic_events_\(published\|failed\)_total$' "$tmp/relay.names")" "2"
 expect_eq "the relay exports outbox_pending_events" "$(grep -cx outbox_pending_events "$tmp/relay.names")" "1"
+for name in process_resident_memory_bytes process_cpu_seconds_total process_open_fds \
+  process_start_time_seconds outbox_build_info; do
+  expect_eq "the relay exports $name" "$(grep -cx "$name" "$tmp/relay.names")" "1"
+done
 [ "$(wc -l <"$tmp/relay.names")" -ge 20 ] && pass "the relay's scrape has $(wc -l <"$tmp/relay.names") series names" ||
   fail "the relay's scrape has only $(wc -l <"$tmp/relay.names") series names: $(cat "$tmp/relay.prom")"
 

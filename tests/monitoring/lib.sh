@@ -28,6 +28,15 @@ yaml.safe_dump(doc["spec"], open(sys.argv[1], "w"), sort_keys=False, width=1000)
 ' "$out"
 }
 
+# default_runbooks: the runbook base the chart uses when runbookBaseUrl is empty, its
+# repository's docs/runbooks at the tag of its appVersion.
+default_runbooks() {
+  local home version
+  home=$(sed -n 's/^home: //p' "$CHART_DIR/Chart.yaml")
+  version=$(sed -n 's/^appVersion: "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART_DIR/Chart.yaml")
+  echo "$home/blob/v$version/docs/runbooks"
+}
+
 # alert_names RULES_FILE: one alert name a line.
 alert_names() {
   python3 -c '

@@ -5,8 +5,9 @@
 #    docs/runbooks/<AlertName>.md exists with the sections an on-call needs
 #    ("## Meaning", "## Confirm", "## Fix");
 #  - docs/runbooks/README.md links every runbook, and no runbook is left without an alert;
-#  - the default runbookBaseUrl points at this repository's docs/runbooks (the chart's
-#    `home`), so the links work for an unmodified install.
+#  - the default runbook base is this repository's docs/runbooks (the chart's `home`) at
+#    the tag of the chart's appVersion, so an unmodified install links the pages written
+#    for the version it runs.
 # Needs OUTBOX_TESTBED_BIN (the test bed's helm) and python3-yaml.
 source "$(dirname "$0")/lib.sh"
 use_helm
@@ -16,10 +17,9 @@ trap 'rm -rf "$tmp"' EXIT
 runbooks=$REPO_ROOT/docs/runbooks
 
 render_rules "$tmp/rules.yaml" || die "helm template of the PrometheusRule failed"
-home=$(sed -n 's/^home: //p' "$CHART_DIR/Chart.yaml")
-base=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["metrics"]["prometheusRule"]["runbookBaseUrl"])' \
-  "$CHART_DIR/values.yaml")
-expect_eq "the default runbookBaseUrl is the repository's docs/runbooks" "$base" "$home/blob/main/docs/runbooks"
+base=$(default_runbooks)
+expect_eq "the default runbookBaseUrl is empty (the tagged pages)" \
+  "$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["metrics"]["prometheusRule"]["runbookBaseUrl"])' "$CHART_DIR/values.yaml")" ""
 
 while IFS=$'\t' read -r alert url; do
   expect_eq "$alert: runbook_url" "$url" "$base/$alert.md"

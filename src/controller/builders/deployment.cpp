@@ -68,6 +68,14 @@ Json deployment(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const 
         {"annotations",
          {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
       {"spec", pod_spec(spec, names, std::move(relay_container), false)}};
+  // Soft, so a single-node cluster or a full node still schedules every replica; a node's
+  // loss then takes one relay of each resource rather than all. spec.relay.template.pod's
+  // topologySpreadConstraints replace it (an empty list: none).
+  pod["spec"]["topologySpreadConstraints"] =
+      Json::array({{{"maxSkew", 1},
+                    {"topologyKey", "kubernetes.io/hostname"},
+                    {"whenUnsatisfiable", "ScheduleAnyway"},
+                    {"labelSelector", {{"matchLabels", selector_labels(relay.name)}}}}});
   apply_pod_template(spec, pod);
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
