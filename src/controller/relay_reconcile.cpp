@@ -141,13 +141,19 @@ ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRel
   // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
-  // last backlog report turns stale: look again then.
+  // last backlog report turns stale (BacklogStuck turns Unknown), nor the moment the relays
+  // stop counting as alive, which may be later for a new resource (the compensation CronJob
+  // switches to every minute): look again at each.
   const bool not_ready =
       update_status(relay, std::nullopt, stop, rollout_queued, schema_job_queued);
   std::optional<std::chrono::milliseconds> recheck;
-  if (auto stale_in = backlog_report_turns_stale_in(relay.value("status", Json::object()),
-                                                    std::chrono::system_clock::now())) {
-    recheck = std::chrono::ceil<std::chrono::milliseconds>(*stale_in);
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& moment :
+       {backlog_report_turns_stale_in(relay.value("status", Json::object()), now),
+        relays_alive_ends_in(relay, now)}) {
+    if (moment) {
+      recheck_within(recheck, std::chrono::ceil<std::chrono::milliseconds>(*moment));
+    }
   }
   if (not_ready) {
     recheck_within(recheck, options_.not_ready_recheck);

@@ -364,11 +364,19 @@ bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_po
 }
 
 bool relays_alive(const Json& relay, std::chrono::system_clock::time_point now) {
-  if (backlog_report_fresh(relay.value("status", Json::object()), now)) {
-    return true;
-  }
+  return relays_alive_ends_in(relay, now).has_value();
+}
+
+std::optional<std::chrono::system_clock::duration> relays_alive_ends_in(
+    const Json& relay, std::chrono::system_clock::time_point now) {
+  std::optional<std::chrono::system_clock::duration> ends_in =
+      backlog_report_turns_stale_in(relay.value("status", Json::object()), now);
   const auto created = parse_time(relay.at("metadata").value("creationTimestamp", ""));
-  return created && now - *created <= kBacklogReportStale;
+  if (created && now - *created <= kBacklogReportStale) {
+    const auto young_for = *created + kBacklogReportStale - now + std::chrono::seconds(1);
+    ends_in = ends_in ? std::max(*ends_in, young_for) : young_for;
+  }
+  return ends_in;
 }
 
 std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(

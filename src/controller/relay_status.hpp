@@ -64,6 +64,13 @@ bool backlog_report_fresh(const Json& status, std::chrono::system_clock::time_po
 // by a fleet does not turn every compensation CronJob to its rescue schedule.
 bool relays_alive(const Json& relay, std::chrono::system_clock::time_point now);
 
+// How long until relays_alive turns false (nullopt when it is false already): the later of the
+// last report turning stale and the resource turning kBacklogReportStale old. No watch event
+// marks that moment, and the compensation CronJob's switch to every minute waits for it, so the
+// reconciler looks again then.
+std::optional<std::chrono::system_clock::duration> relays_alive_ends_in(
+    const Json& relay, std::chrono::system_clock::time_point now);
+
 // How long until a fresh backlog report in `status` turns stale (nullopt when there is none or it
 // is stale already): no watch event marks that moment, so the reconciler looks again then.
 std::optional<std::chrono::system_clock::duration> backlog_report_turns_stale_in(

@@ -33,8 +33,10 @@
 //    workers at once, and no worker starts before every cache has synced.
 //  - Every primary object is queued again each resync_period, whether or not anything changed.
 //  - The result switch: success and TerminalError reset the key's backoff and wait for the next
-//    change; kRequeueAfter resets it and queues the key again after the delay; any other
-//    exception queues it again with per-key backoff (WorkQueue::add_rate_limited).
+//    change; kRequeueAfter resets it and queues the key again after the delay, then ahead of
+//    keys queued by events, resyncs and retries (WorkQueue::add_after: a requested delay ends
+//    at a moment no event marks, which a busy queue must not postpone); any other exception
+//    queues it again with per-key backoff (WorkQueue::add_rate_limited).
 //  - Stopping the workers (shutdown, leadership lost) requests their stop tokens, which
 //    cancels a reconcile in flight before its next write (throw_if_stopped), and joins them.
 namespace outbox::kube {

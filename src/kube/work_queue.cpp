@@ -9,41 +9,57 @@ namespace outbox::kube {
 WorkQueue::WorkQueue(std::chrono::milliseconds base_delay, std::chrono::milliseconds max_delay)
     : base_delay_(base_delay), max_delay_(max_delay) {}
 
-void WorkQueue::add_locked(const std::string& key) {
-  if (shutdown_ || dirty_.count(key) > 0) {
+void WorkQueue::add_locked(const std::string& key, bool due) {
+  if (shutdown_) {
     return;
   }
-  dirty_.insert(key);
-  if (processing_.count(key) == 0) {
-    queue_.push_back(key);
+  const bool queued = processing_.count(key) == 0;
+  if (!dirty_.insert(key).second) {
+    if (due && dirty_due_.insert(key).second && queued) {
+      // Waiting in the other lane: it moves ahead.
+      queue_.erase(std::find(queue_.begin(), queue_.end(), key));
+      due_.push_back(key);
+    }
+    return;
+  }
+  if (due) {
+    dirty_due_.insert(key);
+  }
+  if (queued) {
+    (due ? due_ : queue_).push_back(key);
     cv_.notify_one();
   }
 }
 
 void WorkQueue::add(const std::string& key) {
   std::lock_guard lock(mutex_);
-  add_locked(key);
+  add_locked(key, false);
 }
 
 void WorkQueue::add_after(const std::string& key, Clock::duration delay) {
   std::lock_guard lock(mutex_);
+  delay_locked(key, delay, true);
+}
+
+void WorkQueue::delay_locked(const std::string& key, Clock::duration delay, bool due) {
   if (shutdown_) {
     return;
   }
   if (delay <= Clock::duration::zero()) {
-    add_locked(key);
+    add_locked(key, due);
     return;
   }
   auto ready = Clock::now() + delay;
   auto it = waiting_.find(key);
   if (it != waiting_.end()) {
-    if (it->second <= ready) {
+    it->second.due = it->second.due || due;
+    if (it->second.ready <= ready) {
       return;  // an earlier wake-up is already scheduled
     }
-    waiting_order_.erase({it->second, key});
-    it->second = ready;
+    waiting_order_.erase({it->second.ready, key});
+    it->second.ready = ready;
   } else {
-    waiting_.emplace(key, ready);
+    waiting_.emplace(key, Wait{ready, due});
   }
   waiting_order_.emplace(ready, key);
   // A worker sleeping until a later deadline must recompute its wait.
@@ -62,12 +78,8 @@ WorkQueue::Clock::duration WorkQueue::next_backoff(const std::string& key) const
 }
 
 void WorkQueue::add_rate_limited(const std::string& key) {
-  Clock::duration delay;
-  {
-    std::lock_guard lock(mutex_);
-    delay = backoff_for(failures_[key]++);
-  }
-  add_after(key, delay);
+  std::lock_guard lock(mutex_);
+  delay_locked(key, backoff_for(failures_[key]++), false);
 }
 
 void WorkQueue::forget(const std::string& key) {
@@ -85,8 +97,10 @@ void WorkQueue::promote_due_locked(Clock::time_point now) {
   while (!waiting_order_.empty() && waiting_order_.begin()->first <= now) {
     std::string key = waiting_order_.begin()->second;
     waiting_order_.erase(waiting_order_.begin());
-    waiting_.erase(key);
-    add_locked(key);
+    auto it = waiting_.find(key);
+    const bool due = it->second.due;
+    waiting_.erase(it);
+    add_locked(key, due);
   }
 }
 
@@ -98,11 +112,12 @@ std::optional<std::string> WorkQueue::get_until(std::optional<Clock::time_point>
     }
     auto now = Clock::now();
     promote_due_locked(now);
-    if (!queue_.empty()) {
-      std::string key = std::move(queue_.front());
-      queue_.pop_front();
+    if (std::deque<std::string>& lane = due_.empty() ? queue_ : due_; !lane.empty()) {
+      std::string key = std::move(lane.front());
+      lane.pop_front();
       processing_.insert(key);
       dirty_.erase(key);
+      dirty_due_.erase(key);
       return key;
     }
     if (give_up && now >= *give_up) {
@@ -132,14 +147,14 @@ void WorkQueue::done(const std::string& key) {
   std::lock_guard lock(mutex_);
   processing_.erase(key);
   if (dirty_.count(key) > 0 && !shutdown_) {
-    queue_.push_back(key);
+    (dirty_due_.count(key) > 0 ? due_ : queue_).push_back(key);
     cv_.notify_one();
   }
 }
 
 size_t WorkQueue::size() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
+  return due_.size() + queue_.size();
 }
 
 void WorkQueue::shutdown() {

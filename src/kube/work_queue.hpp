@@ -17,11 +17,16 @@
 //  - Dedup: a key added many times before a worker takes it is processed once.
 //  - Stingy: a key is never handed to two workers at once; a key added while it is being
 //    processed is queued again when done() is called, so the change is not lost.
-//  - Fair: keys come out in the order they became ready.
-//  - add_rate_limited delays a key by 5 ms * 2^(failures), capped (1000 s by default);
-//    forget() resets its failure count once it succeeds.
-//  - add_after(key, d) makes the key ready after d; of several pending delays the earliest
-//    wins.
+//  - Due first: a key whose add_after delay ran out comes out before every key made ready by
+//    add or add_rate_limited, even one that was queued already (it moves ahead). The delay was
+//    asked for a moment that no watch event marks (a status report turning stale), so
+//    the pass then must not wait behind a backlog of events, resyncs or retries: it waits at
+//    most for the passes in flight and the other keys that came due before it.
+//  - Fair: within each of the two lanes, keys come out in the order they became ready.
+//  - add_rate_limited delays a key by 5 ms * 2^(failures), capped (1000 s by default), and then
+//    queues it behind the due keys; forget() resets its failure count once it succeeds.
+//  - add_after(key, d) makes the key due after d. A key has one pending delay: of several, the
+//    earliest deadline wins, and it comes out due first if any of them was an add_after.
 // Caveat: after shutdown(), get() returns nullopt; keys still queued are dropped.
 namespace outbox::kube {
 
@@ -50,17 +55,25 @@ class WorkQueue {
   bool shutting_down() const;
 
  private:
-  void add_locked(const std::string& key);
+  // `due`: the key's delay ran out (the lane ahead).
+  void add_locked(const std::string& key, bool due);
+  void delay_locked(const std::string& key, Clock::duration delay, bool due);
   void promote_due_locked(Clock::time_point now);
   std::optional<std::string> get_until(std::optional<Clock::time_point> give_up);
   Clock::duration backoff_for(int failures) const;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;
+  std::deque<std::string> due_;    // ready keys whose add_after delay ran out, handed out first
+  std::deque<std::string> queue_;  // the other ready keys
   std::unordered_set<std::string> dirty_;       // needs processing (queued or to re-queue)
+  std::unordered_set<std::string> dirty_due_;   // of dirty_, those that go in due_
   std::unordered_set<std::string> processing_;  // handed out, done() not yet called
-  std::unordered_map<std::string, Clock::time_point> waiting_;  // delayed key -> ready time
+  struct Wait {
+    Clock::time_point ready;
+    bool due;  // an add_after's: queued in due_ when ready
+  };
+  std::unordered_map<std::string, Wait> waiting_;  // delayed key -> its one pending delay
   std::set<std::pair<Clock::time_point, std::string>> waiting_order_;
   std::unordered_map<std::string, int> failures_;
   std::chrono::milliseconds base_delay_, max_delay_;

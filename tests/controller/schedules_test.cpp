@@ -138,5 +138,27 @@ TEST(Schedules, RelaysAreAliveWhileTheyReportOrTheResourceIsNew) {
   EXPECT_FALSE(relays_alive(r, now + 91s)) << "the last report is over two minutes old";
 }
 
+// No watch event marks the moment the relays stop counting as alive: the reconciler looks again
+// then, a second late so that it finds them dead.
+TEST(Schedules, RelaysStopCountingAsAliveAtTheLaterOfTheReportTurningStaleAndTheResourceOld) {
+  using namespace std::chrono_literals;
+  const auto now = *parse_time("2026-12-06T10:00:00Z");
+  Json r = testing::sample_relay();
+  r["metadata"]["creationTimestamp"] = "2026-12-06T09:59:00Z";
+  EXPECT_EQ(relays_alive_ends_in(r, now), 61s) << "never reported: two minutes after creation";
+  EXPECT_TRUE(relays_alive(r, now + 60s));
+  EXPECT_FALSE(relays_alive(r, now + 61s));
+  r["status"]["backlog"]["measuredAt"] = "2026-12-06T09:59:50Z";
+  EXPECT_EQ(relays_alive_ends_in(r, now), 111s) << "a report younger than the resource";
+  r["status"]["backlog"]["measuredAt"] = "2026-12-06T09:59:00Z";
+  EXPECT_EQ(relays_alive_ends_in(r, now), 61s);
+  r["metadata"]["creationTimestamp"] = "2026-12-06T09:00:00Z";
+  r["status"]["backlog"]["measuredAt"] = "2026-12-06T09:59:30Z";
+  EXPECT_EQ(relays_alive_ends_in(r, now), 91s) << "an old resource: its last report";
+  EXPECT_FALSE(relays_alive_ends_in(r, now + 91s));
+  r["status"].erase("backlog");
+  EXPECT_FALSE(relays_alive_ends_in(r, now)) << "old and never reported: dead already";
+}
+
 }  // namespace
 }  // namespace outbox::controller

@@ -124,6 +124,77 @@ TEST(WorkQueueTest, AddAfterDelaysAndTheEarliestPendingDelayWins) {
   EXPECT_EQ(queue.get_for(600ms), std::nullopt) << "the superseded delays must not fire";
 }
 
+// A requested delay ends at a moment no watch event marks: the pass then must not wait behind
+// a backlog of keys queued by events, resyncs or retries.
+TEST(WorkQueueTest, AKeyWhoseDelayRanOutComesOutBeforeKeysAddedWithout) {
+  WorkQueue queue;
+  queue.add_after("due", 30ms);
+  queue.add("a");
+  queue.add("b");
+  std::this_thread::sleep_for(60ms);
+  queue.add("c");
+  EXPECT_EQ(queue.get_for(0ms), "due");
+  EXPECT_EQ(queue.get_for(0ms), "a");
+  EXPECT_EQ(queue.get_for(0ms), "b");
+  EXPECT_EQ(queue.get_for(0ms), "c");
+}
+
+TEST(WorkQueueTest, DueKeysComeOutInTheOrderTheyFellDue) {
+  WorkQueue queue;
+  queue.add("event");
+  queue.add_after("second", 60ms);
+  queue.add_after("first", 20ms);
+  std::this_thread::sleep_for(90ms);
+  EXPECT_EQ(queue.get_for(0ms), "first");
+  EXPECT_EQ(queue.get_for(0ms), "second");
+  EXPECT_EQ(queue.get_for(0ms), "event");
+}
+
+TEST(WorkQueueTest, AKeyQueuedByAnEventMovesAheadOnceItsDelayRunsOut) {
+  WorkQueue queue;
+  queue.add("a");
+  queue.add("k");  // queued behind "a" by an event, and also asked to look again soon
+  queue.add_after("k", 20ms);
+  queue.add("b");
+  std::this_thread::sleep_for(40ms);
+  EXPECT_EQ(queue.get_for(0ms), "k");
+  EXPECT_EQ(queue.size(), 2u) << "k moved, it was not queued twice";
+  EXPECT_EQ(queue.get_for(0ms), "a");
+  EXPECT_EQ(queue.get_for(0ms), "b");
+  queue.done("k");
+  EXPECT_EQ(queue.get_for(0ms), std::nullopt) << "k ran once";
+}
+
+TEST(WorkQueueTest, AKeyThatFallsDueWhileProcessedGoesAheadWhenDone) {
+  WorkQueue queue;
+  queue.add("k");
+  ASSERT_EQ(queue.get_for(0ms), "k");
+  queue.add_after("k", 10ms);
+  queue.add("a");
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(queue.get_for(0ms), "a") << "k fell due, but a worker holds it";
+  queue.add("b");
+  queue.done("k");
+  EXPECT_EQ(queue.get_for(0ms), "k") << "queued again on done(), ahead of b";
+  EXPECT_EQ(queue.get_for(0ms), "b");
+}
+
+// A retry's backoff is no promise of a moment: behind the keys already queued. But a key asked
+// to look again keeps that even when a retry's shorter backoff replaces the deadline.
+TEST(WorkQueueTest, RetriesQueueBehindOthersUnlessTheKeyWasAlsoAskedToLookAgain) {
+  WorkQueue queue(10ms, 1000ms);
+  queue.add_rate_limited("retry");
+  queue.add_after("both", 500ms);
+  queue.add_rate_limited("both");
+  queue.add("a");
+  std::this_thread::sleep_for(40ms);
+  EXPECT_EQ(queue.get_for(0ms), "both");
+  EXPECT_EQ(queue.get_for(0ms), "a");
+  EXPECT_EQ(queue.get_for(0ms), "retry");
+  queue.done("both");
+  EXPECT_EQ(queue.get_for(600ms), std::nullopt) << "the later deadline was replaced";
+}
+
 TEST(WorkQueueTest, AddAfterWakesAWorkerAlreadyWaiting) {
   WorkQueue queue;
   std::optional<std::string> got;
