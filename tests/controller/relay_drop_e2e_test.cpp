@@ -281,7 +281,10 @@ TEST_F(DropE2E, RetainSetsNoFinalizerAndLeavesTheTableAndItsObjects) {
                             table.table() + "_enqueue")[0]
                 .as<int>(),
             2);
-  tx.exec("DROP TABLE " + table.quoted() + ", " + table.quoted_with_suffix("_waiting"));
+  // The table is log mode (migrate's default): its _status view, progress and retry tables go too.
+  tx.exec("DROP TABLE IF EXISTS " + table.quoted() + ", " + table.quoted_with_suffix("_waiting") +
+          ", " + table.quoted_with_suffix("_progress") + ", " + table.quoted_with_suffix("_retry") +
+          " CASCADE");
 }
 
 }  // namespace
