@@ -1,5 +1,7 @@
 #include "common/redact.hpp"
 
+#include "common/percent.hpp"
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -20,19 +22,6 @@ bool is_key_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 // `text` with its valid %XX escapes decoded, and for each decoded character (and one past the
 // end) where it starts in `text`: a fragment of the decoded form is traced back to the raw one.
 struct Decoded {
@@ -44,9 +33,9 @@ Decoded percent_decoded(std::string_view raw) {
   Decoded d;
   for (std::size_t i = 0; i < raw.size();) {
     d.raw_at.push_back(i);
-    if (raw[i] == '%' && i + 2 < raw.size() && hex_value(raw[i + 1]) >= 0 &&
-        hex_value(raw[i + 2]) >= 0) {
-      d.text.push_back(static_cast<char>(hex_value(raw[i + 1]) * 16 + hex_value(raw[i + 2])));
+    if (raw[i] == '%' && i + 2 < raw.size() && hex_digit(raw[i + 1]) >= 0 &&
+        hex_digit(raw[i + 2]) >= 0) {
+      d.text.push_back(static_cast<char>(hex_digit(raw[i + 1]) * 16 + hex_digit(raw[i + 2])));
       i += 3;
     } else {
       d.text.push_back(raw[i]);
