@@ -24,6 +24,17 @@ fill_slow() {
   head -c 4096 /dev/zero >"$1/two"
   mkdir -p "$1/bin" && ln -s ../one "$1/bin/link"
 }
+# kill_mid_fill FUNCTION ENTRY: runs FUNCTION (cache_fill or cache_fill_in_place) on ENTRY in
+# a process group of its own and SIGKILLs the group once the fill has begun (no trap runs).
+kill_mid_fill() {
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  (FILL_SLEEP=30 setsid bash -c 'source "$1"; source "$2"; "$3" "$4" k1 fill_slow' _ \
+    "$(dirname "$0")/../../scripts/cache.sh" <(declare -f fill_slow; echo "dir=$dir") "$1" "$2" &
+    echo $! >"$dir/killed.pid")
+  for _ in $(seq 50); do [ "$(runs)" = 1 ] && break; sleep 0.1; done
+  kill -KILL -- "-$(cat "$dir/killed.pid")"
+  sleep 0.2
+}
 complete() { [ -f "$1/one" ] && [ -f "$1/two" ] && [ "$(stat -c %s "$1/two")" = 4096 ] && cache_sealed "$1" k1; }
 runs() { if [ -f "$dir/runs" ]; then wc -l <"$dir/runs"; else echo 0; fi; }
 
@@ -43,13 +54,7 @@ check "a sealed entry is not filled again" [ "$(runs)" = 1 ]
 # call removes its debris and fills.
 rm -f "$dir/runs"
 entry=$dir/e2
-# shellcheck disable=SC2016  # expanded by the inner bash
-(FILL_SLEEP=30 setsid bash -c 'source "$1"; source "$2"; cache_fill "$3" k1 fill_slow' _ \
-  "$(dirname "$0")/../../scripts/cache.sh" <(declare -f fill_slow; echo "dir=$dir") "$entry" &
-  echo $! >"$dir/killed.pid")
-for _ in $(seq 50); do [ "$(runs)" = 1 ] && break; sleep 0.1; done
-kill -KILL -- "-$(cat "$dir/killed.pid")"
-sleep 0.2
+kill_mid_fill cache_fill "$entry"
 check "the killed fill left no entry" [ ! -e "$entry" ]
 check "nor a seal anywhere" [ -z "$(find "$dir" -path "$entry*" -name .complete)" ]
 FILL_SLEEP=0 cache_fill "$entry" k1 fill_slow
@@ -80,13 +85,7 @@ check "a new key fills" cache_sealed "$entry" k2
 # In place (for fills that cannot move): killed half way, emptied and filled by the next call.
 rm -f "$dir/runs"
 entry=$dir/e3
-# shellcheck disable=SC2016  # expanded by the inner bash
-(FILL_SLEEP=30 setsid bash -c 'source "$1"; source "$2"; cache_fill_in_place "$3" k1 fill_slow' _ \
-  "$(dirname "$0")/../../scripts/cache.sh" <(declare -f fill_slow; echo "dir=$dir") "$entry" &
-  echo $! >"$dir/killed.pid")
-for _ in $(seq 50); do [ "$(runs)" = 1 ] && break; sleep 0.1; done
-kill -KILL -- "-$(cat "$dir/killed.pid")"
-sleep 0.2
+kill_mid_fill cache_fill_in_place "$entry"
 check "in place, killed: the half-filled entry is not trusted" bash -c "source '$(dirname "$0")/../../scripts/cache.sh'; ! cache_sealed '$entry' k1"
 FILL_SLEEP=0 cache_fill_in_place "$entry" k1 fill_slow
 check "in place: the next call filled it" complete "$entry"
