@@ -35,7 +35,8 @@ class Secrets {
   bool merge(const Secrets& other);
 
   // Whether `fragment` (what a library quoted) holds a secret, or is a piece of a connection
-  // string that overlaps one of its secret parts (raw or percent-decoded).
+  // string, four characters or longer, that overlaps one of its secret parts (raw or
+  // percent-decoded).
   bool covers(std::string_view fragment) const;
   // The literal secrets, longest first.
   const std::vector<std::string>& literals() const { return literals_; }

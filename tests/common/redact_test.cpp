@@ -151,6 +151,22 @@ TEST(Redact, WhatLibpqSaysIsKeptAroundTheSecret) {
             "password authentication failed for user \"outbox\"");
 }
 
+// Short quoted text that happens to occur in the password is no leak, and stays: the relay's
+// /metrics passes through redact(), and a password with digits in it turned every histogram
+// bucket of a digit into le="***" (Prometheus cannot read those).
+TEST(Redact, ShortQuotedTextThatOccursInThePasswordStays) {
+  Secrets secrets;
+  secrets.add_dsn("postgresql://outbox:1f14f3e6e802e420bd34a4e84c2d55aa@127.0.0.1:5432/outbox");
+  const std::string metrics =
+      "outbox_claim_seconds_bucket{table=\"public.outbox_event\",le=\"1\"} 3\n"
+      "outbox_batch_size_bucket{table=\"public.outbox_event\",le=\"2.5\"} 0\n";
+  EXPECT_EQ(redact(metrics, secrets), metrics);
+  EXPECT_EQ(redact("got \"1f14f3\"", secrets), "got \"***\"") << "a longer piece still goes";
+  Secrets short_one;
+  short_one.add_dsn("host=db password=ab1 user=app");
+  EXPECT_EQ(redact("got 'ab1' and ab1", short_one), "got '***' and ***") << "a whole one goes";
+}
+
 TEST(Redact, EveryEncodingOfThePasswordIsRemoved) {
   Secrets secrets;
   secrets.add_dsn("postgresql://app:p%40ss%20w0rd%21@db/x");
