@@ -47,7 +47,7 @@ std::vector<SpecField> make_table() {
       {"/relay/replicas", d::kReplicas, 0, d::kMaxReplicas, {}},
       {"/relay/batchSize", d::kBatchSize, 1, d::kMaxBatchSize, {}},
       {"/relay/pollInterval", seconds_text(d::kPollInterval), {}, {}, {}},
-      {"/relay/coalesceWindow", seconds_text(d::kCoalesceWindow), {}, {}, {}},
+      {"/relay/coalesceWindow", d::kCoalesceWindow, {}, {}, {}},
       {"/relay/ordering", "PerKey", {}, {}, {"PerKey", "None"}},
       {"/relay/onSent", "Mark", {}, {}, {"Mark", "Delete"}},
       {"/relay/shards", none, 1, d::kMaxShards, {}},
@@ -260,8 +260,9 @@ RelaySpec relay(const Reader& r) {
   s.replicas = r.get<int>("/relay/replicas");
   s.batch_size = r.get<int>("/relay/batchSize");
   s.poll_interval = duration(r, "/relay/pollInterval");
-  s.coalesce_window = duration(r, "/relay/coalesceWindow");
-  if (parse_duration(s.coalesce_window) > d::kMaxCoalesceWindow) {
+  s.coalesce_window = r.get<std::string>("/relay/coalesceWindow");
+  if (s.coalesce_window != "auto" &&
+      parse_duration(duration(r, "/relay/coalesceWindow")) > d::kMaxCoalesceWindow) {
     throw SpecError("spec.relay.coalesceWindow: at most " + format_duration(d::kMaxCoalesceWindow));
   }
   s.per_key_order = r.get<std::string>("/relay/ordering") == "PerKey";

@@ -29,7 +29,7 @@ struct RelayOptions {
   PublishOptions publish;
   int batch_size = api::defaults::kBatchSize;
   std::string poll_interval = format_duration(api::defaults::kPollInterval);
-  std::string coalesce_window = format_duration(api::defaults::kCoalesceWindow);
+  std::string coalesce_window = api::defaults::kCoalesceWindow;
   std::string stuck_after = format_duration(api::defaults::kStuckAfter);
   std::string listen = kDefaultListen;
   std::string report_status;  // namespace/name of the OutboxRelay, empty: no report
@@ -48,7 +48,9 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
       ->capture_default_str();
   cmd.add_option("--coalesce-window", o.coalesce_window,
                  "after a claim that found events, wait this long before the next one, so that "
-                 "trickling commits share a claim and a write-back (0: claim on every wake-up)")
+                 "trickling commits share a claim and a write-back: auto (as long as two more "
+                 "events take at the rate seen, at most 30ms), a duration, or 0s (claim on "
+                 "every wake-up)")
       ->capture_default_str();
   cmd.add_option("--stuck-after", o.stuck_after, "pending age counted as stuck")
       ->capture_default_str();
@@ -76,11 +78,7 @@ relay::RelayConfig relay_config(const RelayOptions& o) {
   c.publish = o.publish.policy();
   c.batch_size = o.batch_size;
   c.poll_interval = parse_duration(o.poll_interval);
-  c.coalesce_window = parse_duration(o.coalesce_window);
-  if (c.coalesce_window > api::defaults::kMaxCoalesceWindow) {
-    throw std::invalid_argument("--coalesce-window must be at most " +
-                                format_duration(api::defaults::kMaxCoalesceWindow));
-  }
+  c.coalesce_window = relay::parse_coalesce_window(o.coalesce_window);
   c.stuck_after = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(o.stuck_after));
   // The resource the operator started this pod for also labels the metrics; the pod's name
   // (the log's `replica`) does not: Prometheus adds it as `pod`.

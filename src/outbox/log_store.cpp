@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "outbox/event_status.hpp"
 #include "outbox/fixed_plans.hpp"
@@ -59,9 +60,29 @@ void LogCursor::advance(LogPosition end) {
   }
 }
 
+void OwedProgress::add(LogPosition end, const std::vector<int>& shards, std::size_t events) {
+  const std::lock_guard lock(mu_);
+  owed_.end = std::max(owed_.end, end);
+  owed_.shards.insert(owed_.shards.end(), shards.begin(), shards.end());
+  std::sort(owed_.shards.begin(), owed_.shards.end());
+  owed_.shards.erase(std::unique(owed_.shards.begin(), owed_.shards.end()), owed_.shards.end());
+  owed_.events += events;
+}
+
+OwedProgress::Owed OwedProgress::take() {
+  const std::lock_guard lock(mu_);
+  return std::exchange(owed_, Owed{});
+}
+
+std::size_t OwedProgress::events() const {
+  const std::lock_guard lock(mu_);
+  return owed_.events;
+}
+
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
-                     std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options)
-    : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor) {
+                     std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options,
+                     OwedProgress* owed)
+    : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor), owed_(owed) {
   const std::string retry = table.quoted_with_suffix("_retry");
   const std::string watermark = position_bound_sql("xmin", position_offset);
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
@@ -115,6 +136,16 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
       "LIMIT 1)";
   use_fixed_plans(conn_);
   claim_statement_ = prepared(conn_, claim_sql_);
+  if (owed_ != nullptr) {
+    // The same claim, after moving the owed shards' progress (a data-modifying CTE runs
+    // whether or not the query reads it). Every row at or below that position is settled,
+    // so the claim's cursor is past it already.
+    claim_storing_statement_ =
+        prepared(conn_, "WITH stored AS (UPDATE " + table.quoted_with_suffix("_progress") +
+                            " p SET xid = $8::xid8, id = $9, updated_at = now() WHERE p.shard = "
+                            "ANY($10::int[]) AND (p.xid, p.id) < ($8::xid8, $9::bigint)) " +
+                            claim_sql_);
+  }
 }
 
 std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, int limit,
@@ -133,9 +164,16 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
     ids.at(static_cast<std::size_t>(shard)) = pos.id;
   }
   const LogPosition low = cursor_.lowest();
+  const OwedProgress::Owed owed = owed_ != nullptr ? owed_->take() : OwedProgress::Owed{};
   auto rows =
-      tx.exec_prepared(claim_statement_, pg_int_array(shards), limit, pg_int_array(exclude_ids),
-                       std::to_string(low.xid), low.id, pg_int_array(xids), pg_int_array(ids));
+      owed.empty()
+          ? tx.exec_prepared(claim_statement_, pg_int_array(shards), limit,
+                             pg_int_array(exclude_ids), std::to_string(low.xid), low.id,
+                             pg_int_array(xids), pg_int_array(ids))
+          : tx.exec_prepared(claim_storing_statement_, pg_int_array(shards), limit,
+                             pg_int_array(exclude_ids), std::to_string(low.xid), low.id,
+                             pg_int_array(xids), pg_int_array(ids), std::to_string(owed.end.xid),
+                             owed.end.id, pg_int_array(owed.shards));
   std::size_t heads = 0;
   behind_watermark_ = false;
   for (const auto& r : rows) {
@@ -172,13 +210,16 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
 }
 
 LogStore::LogStore(pqxx::connection& conn, TableName table, const TableInfo& info,
-                   LogCursor& cursor, const ClaimOptions& options)
+                   LogCursor& cursor, const ClaimOptions& options,
+                   std::size_t defer_progress_below)
     : conn_(conn),
       table_(std::move(table)),
       partition_xids_(info.partition_xids),
       position_offset_(info.position_offset),
       cursor_(cursor),
-      claims_(conn, table_, info.shard_count, info.position_offset, cursor, options) {
+      defer_progress_below_(defer_progress_below),
+      claims_(conn, table_, info.shard_count, info.position_offset, cursor, options,
+              defer_progress_below > 0 ? &owed_ : nullptr) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
                              kFailed + " ELSE " + kPending + " END";
@@ -252,6 +293,27 @@ void LogStore::write_back(const std::vector<OutboxEvent>& batch,
   }
   std::sort(shards.begin(), shards.end());
   shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  if (ids.empty() && owed_.events() + batch.size() < defer_progress_below_) {
+    owed_.add(end, shards, batch.size());  // only progress: it rides on the next statement
+    return;
+  }
+  // What earlier write-backs left for later goes with this one: every shard it names was
+  // read and settled up to its end, and this batch's end is later.
+  if (const OwedProgress::Owed owed = owed_.take(); !owed.empty()) {
+    end = std::max(end, owed.end);
+    shards.insert(shards.end(), owed.shards.begin(), owed.shards.end());
+    std::sort(shards.begin(), shards.end());
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  }
+  store_progress(ids, xids, parked, verdicts, delays, errors, end, shards);
+}
+
+void LogStore::store_progress(const std::vector<std::int64_t>& ids,
+                              const std::vector<std::uint64_t>& xids,
+                              const std::vector<int>& parked, const std::vector<int>& verdicts,
+                              const std::vector<std::int64_t>& delays,
+                              const std::vector<std::string>& errors, LogPosition end,
+                              const std::vector<int>& shards) {
   pqxx::nontransaction tx(conn_);
   tx.exec_prepared(write_back_statement_, pg_int_array(ids), pg_int_array(xids),
                    pg_int_array(parked), pg_int_array(verdicts), pg_int_array(delays),
@@ -264,7 +326,14 @@ void LogStore::unclaim(const std::vector<OutboxEvent>& batch) {
   }
 }
 
+void LogStore::flush() {
+  if (const OwedProgress::Owed owed = owed_.take(); !owed.empty()) {
+    store_progress({}, {}, {}, {}, {}, {}, owed.end, owed.shards);
+  }
+}
+
 void LogStore::maintain(const std::vector<int>& owned) {
+  owed_.take();  // the positions below are at least as far: nothing is in flight
   {
     pqxx::work tx(conn_);
     ensure_log_partitions(tx, table_, partition_xids_, position_offset_);
@@ -323,10 +392,10 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor,
-                                       bool per_key_order) {
+                                       bool per_key_order, std::size_t defer_progress_below) {
   const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogStore>(conn, table, info, cursor, options);
+    return std::make_unique<LogStore>(conn, table, info, cursor, options, defer_progress_below);
   }
   return std::make_unique<OutboxStore>(conn, table, options);
 }

@@ -3,9 +3,11 @@
 #include <pqxx/pqxx>
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,32 @@ class LogCursor {
   std::map<int, LogPosition> before_last_claim_;
 };
 
+// Progress a write-back left for later (LogStore's `defer_progress_below`). A batch Kafka took
+// whole, with nothing to copy into <table>_retry, changes nothing but its shards' progress, and
+// that write rides on the next claim or write-back on the lock session instead of costing a
+// statement and a commit of its own: at low rates every batch is one event, and the write-back
+// was half the relay's statements. Lost with the session or a crash, it only sends those events
+// again; it is bounded in events (the store's limit) and in time (the relay's idle maintain()).
+// Shared by the write-back's thread and the relay's, which never use the lock session at once.
+class OwedProgress {
+ public:
+  struct Owed {
+    LogPosition end;
+    std::vector<int> shards;  // sorted, unique
+    std::size_t events = 0;
+    bool empty() const { return shards.empty(); }
+  };
+  // Every shard of `shards` has been read and settled up to `end`, `events` more events.
+  void add(LogPosition end, const std::vector<int>& shards, std::size_t events);
+  // What is owed, leaving nothing.
+  Owed take();
+  std::size_t events() const;
+
+ private:
+  mutable std::mutex mu_;
+  Owed owed_;
+};
+
 // The log-mode claim: due failures (and what is parked behind them) from
 // <table>_retry, one per key, then the log after the cursor, only rows positioned below
 // the oldest still running transaction (so a row that commits late is never skipped:
@@ -53,8 +81,10 @@ class LogCursor {
 class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
+  // `owed`: the lock session's claim also stores the progress its store left for later.
   LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
-            std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options = {});
+            std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options = {},
+            OwedProgress* owed = nullptr);
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -67,6 +97,8 @@ class LogClaims : public EventClaims {
   std::string claim_sql_;
   bool payload_hex_ = false;     // ClaimOptions::bytes
   std::string claim_statement_;  // claim_sql_'s prepared name
+  OwedProgress* owed_;
+  std::string claim_storing_statement_;  // the claim after storing owed progress (prepared)
   bool behind_watermark_ = false;
 };
 
@@ -76,14 +108,18 @@ class LogClaims : public EventClaims {
 class LogStore : public EventStore {
  public:
   // `info`: the table as inspect_table found it (shards, partition size, position offset).
+  // `defer_progress_below` > 0: a write-back that would only move progress is left for
+  // later (OwedProgress) while fewer events than that are owed; the caller then calls
+  // flush() before it hands shards over, and maintain() when idle.
   LogStore(pqxx::connection& conn, TableName table, const TableInfo& info, LogCursor& cursor,
-           const ClaimOptions& options = {});
+           const ClaimOptions& options = {}, std::size_t defer_progress_below = 0);
 
   LogClaims& claims() override { return claims_; }
   void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,
                   const std::vector<RetryDecision>& decisions, bool delete_on_sent) override;
   void unclaim(const std::vector<OutboxEvent>& batch) override;
   void maintain(const std::vector<int>& owned) override;
+  void flush() override;
   Backlog backlog(std::chrono::seconds stuck_after) override;
   TableHealth health() override { return table_health(conn_, table_, true); }
 
@@ -93,7 +129,16 @@ class LogStore : public EventStore {
   std::int64_t partition_xids_;
   std::int64_t position_offset_;
   LogCursor& cursor_;
+  std::size_t defer_progress_below_;
+  OwedProgress owed_;
   LogClaims claims_;
+  // The write-back statement: copies and verdicts by event, then `shards` to `end`.
+  void store_progress(const std::vector<std::int64_t>& ids, const std::vector<std::uint64_t>& xids,
+                      const std::vector<int>& parked, const std::vector<int>& verdicts,
+                      const std::vector<std::int64_t>& delays,
+                      const std::vector<std::string>& errors, LogPosition end,
+                      const std::vector<int>& shards);
+
   std::string write_back_sql_;
   std::string write_back_statement_;  // write_back_sql_'s prepared name
 };
@@ -101,9 +146,11 @@ class LogStore : public EventStore {
 // The store and the claim for a table of either mode, as inspect_table found it
 // (`cursor` serves log mode only; it must outlive both).
 // `per_key_order` as ClaimOptions says; the headers column as `info` found it.
+// `defer_progress_below`: see LogStore (status mode ignores it).
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor,
-                                       bool per_key_order = true);
+                                       bool per_key_order = true,
+                                       std::size_t defer_progress_below = 0);
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
                                          const TableInfo& info, LogCursor& cursor,
                                          bool per_key_order = true);

@@ -96,6 +96,9 @@ class EventStore {
   // Between batches (nothing in flight): log mode records how far idle shards have
   // been read and makes partitions ahead. Status mode: nothing to do.
   virtual void maintain(const std::vector<int>& /*owned*/) {}
+  // Stores what write-backs left for later (log mode's owed progress), before the caller
+  // hands shards over or stops. Status mode: nothing to do.
+  virtual void flush() {}
   // Counts for the monitor (the backlog metrics): pending, failed, stuck past `stuck_after`.
   virtual Backlog backlog(std::chrono::seconds stuck_after) = 0;
   // Signals of a polling queue heading for trouble: dead tuples, the oldest open

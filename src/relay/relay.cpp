@@ -138,7 +138,7 @@ void Relay::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     try {
       Session session(config_.dsn, table_, {config_.columns, config_.shards},
-                      config_.publish.per_key_order);
+                      config_.publish.per_key_order, static_cast<std::size_t>(config_.batch_size));
       went_online(session);
       if (session.rebased() && session.rebased()->moved()) {
         metrics_.cluster_rebases.inc();
@@ -230,6 +230,7 @@ void Relay::drain(Session& s, Pipeline& p, std::stop_token stop) {
     if (p.wake.registered()) {  // or every insert notifies until another relay clears the entry
       s.set_waiting(false);
     }
+    s.store().flush();  // the next owner starts where this one stopped
   } catch (const std::exception& e) {
     spdlog::warn("writing back the last batches: {}", redact(e.what(), secrets_));
   }
@@ -320,6 +321,7 @@ void Relay::keep_up(Session& s, Pipeline& p) {
 }
 
 void Relay::rebalance(Session& s, Pipeline& p) {
+  s.store().flush();  // a shard handed over carries its progress (only called when idle)
   ShardOwnership& shards = s.shards();
   if (shards.rebalance()) {
     spdlog::info("relay {} owns {} of {} shards ({} live replicas)", config_.identity,

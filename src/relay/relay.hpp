@@ -42,7 +42,7 @@ struct RelayConfig {
   // this long after it began: the commits of a window share one claim, one send and one
   // write-back, at up to this much latency for all but the first (docs/relay.md,
   // "Coalescing wake-ups"). 0: claim on every wake-up.
-  std::chrono::milliseconds coalesce_window = api::defaults::kCoalesceWindow;
+  CoalesceWindow coalesce_window = parse_coalesce_window(api::defaults::kCoalesceWindow);
   std::chrono::seconds stuck_after = api::defaults::kStuckAfter;
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds backlog_interval{5000};

@@ -23,17 +23,22 @@ std::string first_checks(pqxx::connection& conn, const std::string& dsn) {
 }  // namespace
 
 Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected,
-                 bool per_key_order)
+                 bool per_key_order, std::size_t defer_progress_below)
     : lock_conn_(dsn),
       tls_(first_checks(lock_conn_, dsn)),
       info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),
-      store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order)),
+      store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order, defer_progress_below)),
       claim_conn_(dsn),
       claims_(open_claims(claim_conn_, table_, info_, cursor_, per_key_order)),
       waiting_(claim_conn_, table_),
       wake_(claim_conn_, table_.notify_channel()) {
+  // The lock session's writes record what Kafka already has (marks, progress, failures): a
+  // commit lost with a server crash only sends those events again. So they do not wait for
+  // the WAL flush (the WAL writer flushes within wal_writer_delay), which takes the flush off
+  // every write-back and lets a claim carry the owed progress (LogStore) without one.
+  pqxx::nontransaction(lock_conn_).exec("SET synchronous_commit = off");
   // A killed relay leaves its entry in <table>_waiting, and every insert would
   // notify until someone clears it.
   waiting_.forget_dead();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,9 +38,10 @@ class Session {
   // SchemaError (no table, missing columns, a table other than `expected` says)
   // or pqxx::sql_error. `table` may be an adopted table: the
   // session then works on its copy, <table>_relay.
-  // `per_key_order`: see ClaimOptions.
+  // `per_key_order`: see ClaimOptions. `defer_progress_below`: see LogStore (the relay
+  // passes its batch size, and flushes the store before it hands shards over).
   Session(const std::string& dsn, const TableName& table, const TableExpectations& expected = {},
-          bool per_key_order = true);
+          bool per_key_order = true, std::size_t defer_progress_below = 0);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -1,5 +1,10 @@
 #include "relay/turn_policy.hpp"
 
+#include <stdexcept>
+
+#include "api/defaults.hpp"
+#include "common/duration.hpp"
+
 namespace outbox::relay {
 
 std::chrono::milliseconds WakeUpRegistration::registered_at(TurnClock::time_point now,
@@ -25,15 +30,56 @@ bool WakeUpRegistration::busy(TurnClock::time_point now, std::uint64_t notificat
   return too_many;
 }
 
+TurnClock::duration CoalesceWindow::after(TurnClock::duration since_last,
+                                          std::size_t found) const {
+  if (!is_automatic) {
+    return limit;
+  }
+  const auto found_events = static_cast<TurnClock::rep>(std::max<std::size_t>(found, 1));
+  return std::min<TurnClock::duration>(
+      limit, since_last * static_cast<TurnClock::rep>(kAutoEvents) / found_events);
+}
+
+CoalesceWindow parse_coalesce_window(const std::string& text) {
+  if (text == "auto") {
+    return CoalesceWindow::automatic();
+  }
+  std::chrono::milliseconds window{};
+  try {
+    window = parse_duration(text);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--coalesce-window: auto or a duration such as 0s or 200ms, not \"" +
+                                text + "\"");
+  }
+  if (window > api::defaults::kMaxCoalesceWindow) {
+    throw std::invalid_argument("--coalesce-window must be at most " +
+                                format_duration(api::defaults::kMaxCoalesceWindow));
+  }
+  return CoalesceWindow::fixed(window);
+}
+
+std::string coalesce_window_text(const CoalesceWindow& window) {
+  if (window.is_automatic) {
+    return "auto";
+  }
+  return window.limit.count() == 0 ? "0s" : format_duration(window.limit);
+}
+
 void ClaimGate::claimed(TurnClock::time_point start, std::uint64_t seen, std::size_t found) {
+  const TurnClock::duration since_last = last_claim_ == TurnClock::time_point{}
+                                             ? TurnClock::duration(std::chrono::hours(1))
+                                             : start - last_claim_;
   seen_ = seen;
   claim_needed_ = false;
   last_claim_ = start;
   last_claim_full_ = found >= static_cast<std::size_t>(batch_size_);
   // Events came, so more are likely to follow: the next claim waits for the window to end
   // (not after a full batch: a backlog drains at full speed).
-  const bool opens_window = coalesce_window_.count() > 0 && found > 0 && !last_claim_full_;
-  hold_until_ = opens_window ? start + coalesce_window_ : TurnClock::time_point{};
+  const TurnClock::duration window =
+      found > 0 && !last_claim_full_ ? coalesce_window_.after(since_last, found)
+                                     : TurnClock::duration::zero();
+  const bool opens_window = window > TurnClock::duration::zero();
+  hold_until_ = opens_window ? start + window : TurnClock::time_point{};
   windows_in_a_row_ = opens_window ? windows_in_a_row_ + 1 : 0;
 }
 

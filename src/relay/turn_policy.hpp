@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 // The decisions of a relay turn (Relay::turn), each a small value type with no I/O: the
 // caller passes the time and what it read from the session in, and does what the answer
@@ -68,6 +69,35 @@ class WakeUpRegistration {
   std::uint64_t window_notifications_ = 0;
 };
 
+// How long claims wait after one that found events and did not fill a batch, so that commits
+// trickling in share one claim, one send and one write-back. Fixed (0: never), or automatic:
+// as long as kAutoEvents more events take at the rate the last claim saw, at most kAutoLimit.
+// So at 50 events/s about 30 ms, at 500/s 4 ms, and a busy relay (claims back to back, each
+// finding many) is barely held; the first event after a quiet spell opens the longest window
+// (a claim seconds after the one before found one event), and goes out at once itself.
+struct CoalesceWindow {
+  static constexpr std::size_t kAutoEvents = 2;
+  static constexpr std::chrono::milliseconds kAutoLimit{30};
+
+  static constexpr CoalesceWindow fixed(std::chrono::milliseconds window) {
+    return {false, window};
+  }
+  static constexpr CoalesceWindow automatic() { return {true, kAutoLimit}; }
+
+  bool is_automatic = false;
+  std::chrono::milliseconds limit{0};  // fixed: the window; automatic: its bound
+
+  // The window after a claim that found `found` (> 0) events, `since_last` after the claim
+  // before it began.
+  TurnClock::duration after(TurnClock::duration since_last, std::size_t found) const;
+};
+
+// "auto", or a duration of at most api::defaults::kMaxCoalesceWindow (0s: none). Throws
+// std::invalid_argument naming what it accepts.
+CoalesceWindow parse_coalesce_window(const std::string& text);
+// "auto", or the fixed window as a duration ("0s" for none).
+std::string coalesce_window_text(const CoalesceWindow& window);
+
 // Whether the turn claims. It holds claims for the coalesce window after a claim that found
 // events and did not fill a batch (RelayConfig::coalesce_window), and skips a claim that would
 // be provably empty: registered (every commit since notifies), no NOTIFY since the last claim
@@ -78,7 +108,7 @@ class WakeUpRegistration {
 // younger than the poll interval (a retry coming due notifies nobody either).
 class ClaimGate {
  public:
-  ClaimGate(std::chrono::milliseconds coalesce_window, std::chrono::milliseconds poll_interval,
+  ClaimGate(CoalesceWindow coalesce_window, std::chrono::milliseconds poll_interval,
             int batch_size)
       : coalesce_window_(coalesce_window), poll_interval_(poll_interval), batch_size_(batch_size) {}
 
@@ -104,7 +134,7 @@ class ClaimGate {
                       std::uint64_t notifications, bool rows_wait_for_older_transaction) const;
 
  private:
-  std::chrono::milliseconds coalesce_window_;
+  CoalesceWindow coalesce_window_;
   std::chrono::milliseconds poll_interval_;
   int batch_size_;
   std::uint64_t seen_ = 0;

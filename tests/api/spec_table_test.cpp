@@ -136,7 +136,8 @@ TEST(SpecTable, DurationDefaultsMeanTheRelaysConstants) {
     return parse_duration(spec_field(path).default_value.get<std::string>());
   };
   EXPECT_EQ(ms("/relay/pollInterval"), defaults::kPollInterval);
-  EXPECT_EQ(ms("/relay/coalesceWindow"), defaults::kCoalesceWindow);
+  EXPECT_EQ(spec_field("/relay/coalesceWindow").default_value.get<std::string>(),
+            defaults::kCoalesceWindow);
   EXPECT_EQ(ms("/monitoring/stuckAfter"), defaults::kStuckAfter);
 }
 

@@ -456,6 +456,53 @@ TEST(LogStore, ProgressIsStoredPerShardSoAnotherReaderStartsWhereTheFirstStopped
   EXPECT_EQ(second.drain(8).size(), 8u) << "the rest, nothing again";
 }
 
+// The relay's store (progress deferred below a batch's worth of events): a write-back that only
+// moves progress costs no statement; the next claim on the session stores it, and so does the
+// next write-back that writes anything, or flush(). A reader that starts meanwhile reads the
+// owed events again (at least once), never fewer.
+TEST(LogStore, ProgressAloneRidesOnTheNextClaimOrFlushAndIsBoundedInEvents) {
+  LogTable t;
+  pqxx::connection watch(t.dsn);
+  auto stored = [&] {  // the events a new reader would skip: read past in _progress
+    return pqxx::nontransaction(watch)
+        .exec("SELECT count(*) FROM " + t.table.quoted() + " e JOIN " +
+              t.table.quoted_with_suffix("_progress") +
+              " p ON p.shard = e.shard WHERE (e.xid, e.id) <= (p.xid, p.id)")[0][0]
+        .as<int>();
+  };
+  Reader reader(t);
+  reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true, 5);
+  for (int i = 0; i < 3; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  ASSERT_EQ(reader.drain(3).size(), 3u);
+  EXPECT_EQ(stored(), 0) << "owed, not written";
+  {
+    Reader other(t);
+    EXPECT_EQ(other.claim_at_least(3).size(), 3u) << "owed events are read again by another";
+  }
+  EXPECT_TRUE(reader.claim().empty());
+  EXPECT_EQ(stored(), 3) << "the claim stored what was owed";
+
+  t.insert_committed("k3", 3);
+  ASSERT_EQ(reader.drain(1).size(), 1u);
+  EXPECT_EQ(stored(), 3);
+  reader.store->flush();
+  EXPECT_EQ(stored(), 4) << "flush stores what is owed";
+
+  for (int i = 4; i < 10; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  // Two batches claimed before either is written back, as the relay's pipeline does.
+  auto first = reader.claim_at_least(2, 2);
+  auto second = reader.claim_at_least(4, 4);
+  ASSERT_EQ(first.size() + second.size(), 6u);
+  reader.deliver(first);
+  EXPECT_EQ(stored(), 4) << "2 owed, below the bound of 5";
+  reader.deliver(second);
+  EXPECT_EQ(stored(), 10) << "6 would be owed: written with this batch's write-back";
+}
+
 // A table restored on another cluster: the identity recorded beside it differs. Under
 // Refuse, every reader refuses it, naming the rebase; the rebase records this cluster.
 TEST(LogMove, UnderRefuseATableRecordedForAnotherClusterIsRefusedUntilTheRebase) {

@@ -171,7 +171,7 @@ ProcessRelay::ProcessRelay(const relay::RelayConfig& c, const std::string& log_p
       "--topic=" + c.publish.router.default_template(),
       "--batch-size=" + std::to_string(c.batch_size),
       "--poll-interval=" + format_duration(c.poll_interval),
-      "--coalesce-window=" + format_duration(c.coalesce_window),
+      "--coalesce-window=" + coalesce_window_text(c.coalesce_window),
       "--initial-backoff=" + format_duration(c.publish.backoff.initial),
       "--max-backoff=" + format_duration(c.publish.backoff.max),
       "--message-timeout=" + format_duration(c.kafka.message_timeout),

@@ -243,7 +243,7 @@ TEST(Relay, AQuietRelayStaysRegisteredAndClaimsOncePerWakeUp) {
 TEST(Relay, WithACoalesceWindowTricklingCommitsShareAClaimAndTheFirstIsNotHeld) {
   OutboxTestTable t;
   auto c = quiet_relay_config(t);
-  c.coalesce_window = 1s;
+  c.coalesce_window = CoalesceWindow::fixed(1s);
   ThreadRelay relay(c);
   t.insert(1, 1);  // the topic's first send (its metadata) is not what this test times
   ASSERT_TRUE(eventually([&] { return t.count("status = 1") == 1; }, 30s));
@@ -276,7 +276,7 @@ TEST(Relay, WithACoalesceWindowTricklingCommitsShareAClaimAndTheFirstIsNotHeld) 
   const double used = claims() - claims_before;
   const double windows =
       std::ceil(std::chrono::duration<double>(std::chrono::steady_clock::now() - trickle_started) /
-                c.coalesce_window);
+                c.coalesce_window.limit);
   EXPECT_LE(used, windows + 5) << "claims for " << kTrickle + 2 << " events over " << windows
                                << " windows";
   EXPECT_TRUE(withdrawn) << "commits kept coming and still notified";

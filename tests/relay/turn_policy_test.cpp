@@ -66,7 +66,8 @@ TEST(WakeUpRegistration, MoreThan100NotifiesIn100msMakeItBusyCountedAtEachWindow
 // A gate after one claim at `start` that found `found` of a batch of 100, registered long before.
 struct Gated {
   explicit Gated(std::size_t found, milliseconds window = milliseconds(0))
-      : gate(window, poll, 100) {
+      : Gated(found, CoalesceWindow::fixed(window)) {}
+  Gated(std::size_t found, CoalesceWindow window) : gate(window, poll, 100) {
     wake.registered_at(kStart - milliseconds(1000), 0, milliseconds(2000));
     gate.claimed(kStart, 3, found);
   }
@@ -79,7 +80,7 @@ struct Gated {
 };
 
 TEST(ClaimGate, TheFirstClaimIsNeverSkipped) {
-  ClaimGate gate(milliseconds(0), milliseconds(2000), 100);
+  ClaimGate gate(CoalesceWindow::fixed(milliseconds(0)), milliseconds(2000), 100);
   WakeUpRegistration wake;
   wake.registered_at(kStart, 0, milliseconds(2000));
   EXPECT_FALSE(gate.provably_empty(kStart + milliseconds(100), wake, 0, false));
@@ -101,7 +102,7 @@ TEST(ClaimGate, AClaimIsProvablyEmptyWhileNothingSinceTheLastCouldHaveAddedRows)
 TEST(ClaimGate, AFullBatchOrAClaimThatRacedTheRegistrationIsNotProofOfEmptiness) {
   Gated full(100);
   EXPECT_FALSE(full.empty_at(kStart + milliseconds(10)));
-  ClaimGate gate(milliseconds(0), milliseconds(2000), 100);
+  ClaimGate gate(CoalesceWindow::fixed(milliseconds(0)), milliseconds(2000), 100);
   WakeUpRegistration wake;
   wake.registered_at(kStart - milliseconds(49), 0, milliseconds(2000));
   gate.claimed(kStart, 0, 0);
@@ -143,6 +144,44 @@ TEST(ClaimGate, AClaimThatFoundEventsAndNoFullBatchHoldsTheNextForTheCoalesceWin
   EXPECT_FALSE(g.gate.commits_keep_coming());
   g.gate.claimed(kStart + milliseconds(500), 3, 100);
   EXPECT_FALSE(g.gate.held(kStart + milliseconds(501))) << "a backlog drains at full speed";
+}
+
+// The automatic window lasts as long as two more events take at the rate the last claim saw:
+// the longest (30 ms) after a quiet spell, 40 ms worth at 50 events/s capped to 30, 4 ms at
+// 500/s, and next to nothing for a busy relay whose claims come back to back.
+TEST(ClaimGate, TheAutomaticWindowLastsAsLongAsTwoMoreEventsTakeAtTheRateSeenAtMost30ms) {
+  using std::chrono::microseconds;
+  Gated g(1, CoalesceWindow::automatic());
+  EXPECT_EQ(g.gate.held_until(), kStart + milliseconds(30)) << "the first claim: no rate yet";
+  g.gate.claimed(kStart + milliseconds(30), 3, 1);  // 1 event in 30 ms: 33/s
+  EXPECT_EQ(g.gate.held_until(), kStart + milliseconds(60)) << "60 ms worth, capped";
+  g.gate.claimed(kStart + milliseconds(60), 3, 15);  // 15 in 30 ms: 500/s
+  EXPECT_EQ(g.gate.held_until(), kStart + milliseconds(64));
+  g.gate.claimed(kStart + milliseconds(65), 3, 40);  // 40 in 5 ms: 8,000/s
+  EXPECT_EQ(g.gate.held_until(), kStart + milliseconds(65) + microseconds(250));
+  g.gate.claimed(kStart + milliseconds(66), 3, 100);
+  EXPECT_FALSE(g.gate.held(kStart + milliseconds(66))) << "a full batch opens none";
+  g.gate.claimed(kStart + milliseconds(2000), 3, 0);
+  EXPECT_FALSE(g.gate.held(kStart + milliseconds(2000))) << "an empty claim opens none";
+  g.gate.claimed(kStart + milliseconds(5000), 3, 1);
+  EXPECT_EQ(g.gate.held_until(), kStart + milliseconds(5030)) << "after a quiet spell, 30 ms";
+}
+
+TEST(ClaimGate, TheWindowIsAutoOrADurationOfAtMost10s) {
+  EXPECT_TRUE(parse_coalesce_window("auto").is_automatic);
+  EXPECT_EQ(parse_coalesce_window("auto").limit, milliseconds(30));
+  EXPECT_EQ(parse_coalesce_window("200ms").limit, milliseconds(200));
+  EXPECT_FALSE(parse_coalesce_window("0s").is_automatic);
+  EXPECT_EQ(coalesce_window_text(parse_coalesce_window("auto")), "auto");
+  EXPECT_EQ(coalesce_window_text(parse_coalesce_window("0s")), "0s");
+  EXPECT_EQ(coalesce_window_text(parse_coalesce_window("1500ms")), "1500ms");
+  EXPECT_THROW(parse_coalesce_window("11s"), std::invalid_argument);
+  try {
+    parse_coalesce_window("sometimes");
+    FAIL() << "not a window";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("auto or a duration"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ClaimGate, WithoutACoalesceWindowClaimsAreNeverHeld) {
