@@ -36,7 +36,6 @@ struct ControllerFlags {
   int workers = 2;
   double qps = 50;
   int burst = 100;
-  std::string secret_recheck = "30s";
   std::string not_ready_recheck = "30s";
   std::string resync_period = "10m";
   int max_rolling_relays = 10;
@@ -91,9 +90,6 @@ void add_pacing_flags(CLI::App* cmd, ControllerFlags* f) {
       ->envname("OUTBOX_BURST")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--secret-recheck", f->secret_recheck,
-                  "how often a resource Degraded by a missing Secret looks again")
-      ->capture_default_str();
   cmd->add_option("--not-ready-recheck", f->not_ready_recheck,
                   "how often a resource whose relay pods are not ready looks again for why")
       ->capture_default_str();
@@ -147,7 +143,6 @@ controller::ControllerOptions controller_options(const ControllerFlags& flags) {
   options.render.log_level = logging_level();
   options.render.log_format = logging_format();
   options.workers = flags.workers;
-  options.secret_retry = parse_duration(flags.secret_recheck);
   options.not_ready_recheck = parse_duration(flags.not_ready_recheck);
   options.resync_period = parse_duration(flags.resync_period);
   options.max_rolling_relays = flags.max_rolling_relays;

@@ -72,6 +72,19 @@ std::string DatabaseOptions::resolve_dsn() const {
   return with_tls(given, tls);
 }
 
+std::vector<std::string> DatabaseOptions::credential_files() const {
+  std::vector<std::string> files;
+  if (dsn.empty() && !dsn_file.empty()) {
+    files.push_back(dsn_file);
+  }
+  for (const std::string& f : {tls.ca_file, tls.cert_file, tls.key_file}) {
+    if (!f.empty()) {
+      files.push_back(f);
+    }
+  }
+  return files;
+}
+
 std::string DatabaseOptions::dsn_without_tls() const {
   if (!dsn.empty()) {
     return dsn;

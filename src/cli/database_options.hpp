@@ -30,6 +30,9 @@ struct DatabaseOptions {
   // The DSN from --dsn or the file, with the TLS settings in place of its own; throws
   // std::invalid_argument if neither is given. Its secrets join the process's (redact()).
   std::string resolve_dsn() const;
+  // The files resolve_dsn() reads (the DSN file unless --dsn is given, the TLS files): what a
+  // rotated Secret rewrites.
+  std::vector<std::string> credential_files() const;
 
  private:
   std::string dsn_without_tls() const;

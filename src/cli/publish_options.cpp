@@ -153,6 +153,17 @@ kafka::ProducerConfig PublishOptions::producer_config() const {
   return c;
 }
 
+std::vector<std::string> PublishOptions::credential_files() const {
+  std::vector<std::string> files;
+  for (const std::string& f : {kafka_properties_file, kafka_config_dir, kafka_ca_file,
+                               kafka_cert_file, kafka_key_file, sasl_password_file}) {
+    if (!f.empty()) {
+      files.push_back(f);
+    }
+  }
+  return files;
+}
+
 std::map<std::string, std::string> PublishOptions::credential_properties() const {
   std::map<std::string, std::string> p;
   if (kafka_cert_file.empty() != kafka_key_file.empty()) {

@@ -43,6 +43,9 @@ struct PublishOptions {
   void add_to(CLI::App& cmd);
   // Throw std::invalid_argument with what to fix.
   kafka::ProducerConfig producer_config() const;
+  // The files producer_config() reads or hands to librdkafka (the properties file and
+  // directory, the certificates, the SASL password): what a rotated Secret rewrites.
+  std::vector<std::string> credential_files() const;
   // The librdkafka properties the credential options stand for (TLS verified against the CA).
   std::map<std::string, std::string> credential_properties() const;
   relay::PublishPolicy policy() const;

@@ -24,6 +24,10 @@
 namespace outbox::cli {
 namespace {
 
+// The relay's exit code after its Kafka credential files changed (sysexits' EX_TEMPFAIL: try
+// again): not 0, so that a supervisor restarting only failed processes restarts it too.
+constexpr int kExitCredentialsChanged = 75;
+
 struct RelayOptions {
   DatabaseOptions db;
   PublishOptions publish;
@@ -70,7 +74,13 @@ void add_relay_flags(CLI::App& cmd, RelayOptions& o) {
 
 relay::RelayConfig relay_config(const RelayOptions& o) {
   relay::RelayConfig c;
+  // Fingerprinted before they are read: a rotation meanwhile is seen as a change.
+  c.credentials.database = FileWatch(o.db.credential_files());
+  c.credentials.kafka = FileWatch(o.publish.credential_files());
   c.dsn = o.db.resolve_dsn();
+  if (o.db.dsn.empty()) {
+    c.credentials.dsn = [db = o.db] { return db.resolve_dsn(); };
+  }
   c.table = o.db.table;
   c.columns = o.db.column_map();
   c.shards = o.shards;
@@ -180,10 +190,15 @@ Action add_relay_command(CLI::App& app) {
         {[o] { return o->db.resolve_dsn(); }, TableName::parse(config.table), config.columns});
     auto server = serve_health(listen, health, registry, inspect);
     StatusReport status = report_status(*o, health);
-    if (worker) {
-      worker->run(stop);
-    } else {
-      relay::stay_not_ready(health, refused, stop);
+    const relay::RunEnd end =
+        worker ? worker->run(stop)
+               : relay::stay_not_ready(health, refused, config.credentials.kafka, stop);
+    if (end == relay::RunEnd::kKafkaCredentialsChanged) {
+      spdlog::warn(
+          "exiting with code {} so that the relay starts again with the new Kafka "
+          "credentials",
+          kExitCredentialsChanged);
+      return kExitCredentialsChanged;
     }
     return 0;
   };

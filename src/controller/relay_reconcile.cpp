@@ -94,39 +94,25 @@ ReconcileResult RelayReconciler::reconcile(const std::string& key, std::stop_tok
   keep_drop_finalizer(*relay, stop);
 
   if (reconciliation_paused(*relay)) {
-    // Hands off: no Secret check, no render, no apply, no Job; the status still reports what
-    // the relays do, and says why nothing follows the spec.
+    // Hands off: no render, no apply, no Job; the status still reports what the relays do,
+    // and says why nothing follows the spec.
     update_status(*relay, std::nullopt, stop);
     return {};
   }
-  RenderedRelay rendered;
-  if (std::optional<ReconcileResult> reported = render_or_report(*relay, rendered, stop)) {
-    return *reported;
-  }
+  RenderedRelay rendered = render_or_report(*relay, stop);
   return apply_and_report(*relay, rendered, stop);
 }
 
-std::optional<ReconcileResult> RelayReconciler::render_or_report(const Json& relay,
-                                                                 RenderedRelay& rendered,
-                                                                 std::stop_token stop) {
+RenderedRelay RelayReconciler::render_or_report(const Json& relay, std::stop_token stop) {
   RenderOptions render = options_.render;
   render.relays_alive = relays_alive(relay, std::chrono::system_clock::now());
-  std::optional<Problem> secret_problem;
   try {
-    secret_problem = check_secrets(relay, render);
-    if (!secret_problem) {
-      rendered = render_relay(relay, render);
-    }
+    return render_relay(relay, render);
   } catch (const InvalidSpec& e) {
     // No retry can fix a spec; the edit that does is a watch event, which reconciles again.
     update_status(relay, Problem{"InvalidSpec", e.what()}, stop);
     throw TerminalError(std::string("invalid spec: ") + e.what());
   }
-  if (secret_problem) {
-    update_status(relay, secret_problem, stop);
-    return ReconcileResult{Outcome::kRequeueAfter, options_.secret_retry};
-  }
-  return std::nullopt;
 }
 
 ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRelay& rendered,
@@ -138,7 +124,7 @@ ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRel
   announce_requests(relay, request_jobs);
   answer_ended_requeue(relay, stop);
 
-  // Pods that cannot start (a missing Secret key, an image that cannot be pulled, a crash
+  // Pods that cannot start (a missing Secret or key, an image that cannot be pulled, a crash
   // loop) change nothing the informers see once the Deployment reports them unready: look
   // again after a while, until they are ready. Nor does anything mark the moment the relays'
   // last backlog report turns stale (BacklogStuck turns Unknown), nor the moment the relays

@@ -19,13 +19,12 @@
 
 // The OutboxRelay reconciler: what one OutboxRelay needs, as a kube::Reconciler that a
 // kube::ControllerEngine runs (controller.hpp puts the two together). One class, one file per
-// aspect: the reconcile function and the owner mapping (relay_reconcile.cpp), the Secret checks
-// (relay_secrets.cpp), applying owned objects and the rollout budget (relay_apply.cpp),
+// aspect: the reconcile function and the owner mapping (relay_reconcile.cpp), applying owned
+// objects and the rollout budget (relay_apply.cpp),
 // deletionPolicy: Drop (relay_finalize.cpp), and writing the status and Events
 // (relay_status_write.cpp); the pure parts are relay_resources (rendering) and relay_status
 // (conditions). It reads the engine's informer caches and keeps its own memory of what it
-// wrote: the applied forms, status writes, Events, the relay Deployments' rollout summary and
-// Secret versions.
+// wrote: the applied forms, status writes, Events and the relay Deployments' rollout summary.
 //
 // Guarantees:
 //  - A change to an OutboxRelay, or to (or the deletion of) an object it owns, requeues it;
@@ -35,8 +34,10 @@
 //  - Each reconcile re-applies every owned object whose desired form or live version changed
 //    since this process last applied it (server-side apply, field manager "outbox-operator",
 //    force), so drift is repaired and an idle resource costs at most one status check.
-// Caveats: Secrets are not watched (the operator may only get their metadata by name): a missing
-// Secret is re-checked every 30 s, and a rotation is seen at the next reconcile or resync.
+// Caveats: the operator reads no Secret. A missing one is what the kubelet says of the relay pods
+// waiting for it (relay_secrets.hpp), looked at again every not_ready_recheck; with no relay pod
+// (spec.relay.replicas 0, suspended) nothing says it. A rotation reaches the running relays
+// through their mounted files, without the operator.
 namespace outbox::controller {
 
 using kube::Outcome;
@@ -53,7 +54,6 @@ struct ControllerOptions {
   int workers = 2;
   std::string identity;  // Event source instance and Lease holder
   std::optional<kube::LeaseElectorConfig> leader_election;  // lease fields only
-  std::chrono::milliseconds secret_retry{30'000};
   // A resource whose relay pods are not all ready is looked at again this often, to say why
   // (the pods' waiting reasons, the relay's own problem) as soon as they say it.
   std::chrono::milliseconds not_ready_recheck{30'000};
@@ -94,11 +94,9 @@ class RelayReconciler : public kube::Reconciler {
     std::string resource_version;
   };
 
-  // The reconcile function's steps (relay_reconcile.cpp). Renders what `relay` owns into
-  // `rendered`, or reports why it cannot: a missing Secret (requeue after secret_retry) or an
-  // invalid spec (TerminalError). nullopt when rendered.
-  std::optional<ReconcileResult> render_or_report(const Json& relay, RenderedRelay& rendered,
-                                                  std::stop_token stop);
+  // The reconcile function's steps (relay_reconcile.cpp). Renders what `relay` owns, or reports
+  // an invalid spec and throws TerminalError.
+  RenderedRelay render_or_report(const Json& relay, std::stop_token stop);
   // Applies, reports, and says when to look again.
   ReconcileResult apply_and_report(const Json& relay, RenderedRelay& rendered,
                                    std::stop_token stop);
@@ -115,13 +113,6 @@ class RelayReconciler : public kube::Reconciler {
   // Scales the relay Deployment to zero and suspends both CronJobs; true once no relay pod runs.
   bool stop_relays(const Json& relay, std::stop_token stop);
   void patch_drop_finalizer(const Json& relay, bool keep);
-
-  // The Secret checks (relay_secrets.cpp). Checks that the referenced Secrets exist and records
-  // their versions in `render` (the pod template's secrets-hash: a rotation rolls the pods).
-  // Throws InvalidSpec when the spec names no DSN Secret.
-  std::optional<Problem> check_secrets(const Json& relay, RenderOptions& render);
-  // "name=resourceVersion\n" of one Secret, or nullopt when it does not exist.
-  std::optional<std::string> secret_version(const std::string& ns, const std::string& name);
 
   // Applying owned objects (relay_apply.cpp). Applies every rendered object; throws after
   // reporting ApplyFailed when the apiserver refused any. Then prunes an unwanted PDB.
@@ -150,8 +141,13 @@ class RelayReconciler : public kube::Reconciler {
   // while the relay pods are not all ready.
   bool update_status(const Json& relay, const std::optional<Problem>& problem, std::stop_token stop,
                      bool rollout_queued = false, bool schema_job_queued = false);
-  // Why the relay pods are not ready, from one list of them (see not_ready_detail).
-  std::string pods_detail(const Json& relay);
+  // What the relay pods say of why they are not ready, from one list of them: the detail
+  // (not_ready_detail) and a Secret they wait for (missing_secret), if any.
+  struct PodsReport {
+    std::string detail;
+    std::optional<Problem> missing_secret;
+  };
+  PodsReport look_at_pods(const Json& relay);
   // Whether the cached `relay` shows this process's last status write (or it never wrote one).
   bool status_cache_current(const Json& relay);
   // Applies `desired` and records the Events its changes from `before` are worth
@@ -189,9 +185,6 @@ class RelayReconciler : public kube::Reconciler {
   // after a minute).
   std::map<std::string, std::chrono::steady_clock::time_point> schema_jobs_started_;
   std::mutex rollout_mu_;  // one hold at a time: the count and the start are one step
-  // "ns/secret" -> ("name=resourceVersion\n", when read): see kSecretVersionFresh.
-  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
-      secret_versions_;
 
   metrics::Counter& applies_;
   metrics::Counter& status_writes_;

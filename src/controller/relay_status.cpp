@@ -174,7 +174,7 @@ struct Conditions {
       return make("Degraded", true, p->reason, p->message);
     }
     return make("Degraded", false, "AsExpected",
-                "All referenced Secrets exist, every owned object is applied and no relay "
+                "No relay pod waits for a Secret, every owned object is applied and no relay "
                 "reports a problem.");
   }
 

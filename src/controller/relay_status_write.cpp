@@ -1,11 +1,13 @@
 #include "controller/relay_reconciler.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "common/redact.hpp"
 #include "controller/job_status.hpp"
+#include "controller/relay_secrets.hpp"
 
 // Writing what the reconciler found: the status (computed by relay_status), Events for
 // conditions that turned on, and clearing a relay's stale report of its own problem.
@@ -13,6 +15,7 @@ namespace outbox::controller {
 namespace {
 
 const kube::Resource kPods{"", "v1", "pods", true};
+const kube::Resource kEvents{"", "v1", "events", true};
 
 }  // namespace
 
@@ -37,19 +40,23 @@ bool RelayReconciler::update_status(const Json& relay, const std::optional<Probl
     job = j->get(ns + "/" + job_name);
   }
   std::string detail;
+  std::optional<Problem> found = problem;
   auto compute = [&](const Json& observed) {
-    return compute_status({observed, deployment ? &*deployment : nullptr, problem,
+    return compute_status({observed, deployment ? &*deployment : nullptr, found,
                            std::chrono::system_clock::now(), detail, job_name,
                            job ? &*job : nullptr, rollout_queued || schema_job_queued,
                            schema_job_queued});
   };
   Json desired = compute(relay);
-  if (relays_not_ready(desired) && deployment &&
-      deployment->value("/status/replicas"_json_pointer, 0) > 0) {
-    detail = pods_detail(relay);
+  // Still true once the pods' missing Secret is the problem: its fix may change nothing the
+  // informers see (a pod that then crashes), so the look again stays due.
+  const bool not_ready = relays_not_ready(desired);
+  if (not_ready && deployment && deployment->value("/status/replicas"_json_pointer, 0) > 0) {
+    PodsReport pods = look_at_pods(relay);
+    detail = std::move(pods.detail);
+    found = std::move(pods.missing_secret);  // no problem so far: Ready would name it
     desired = compute(relay);
   }
-  const bool not_ready = relays_not_ready(desired);
   throw_if_stopped(stop);
   clear_relay_problem(relay, not_ready);
   if (status_matches(desired, relay.value("status", Json::object()))) {
@@ -73,14 +80,26 @@ bool RelayReconciler::update_status(const Json& relay, const std::optional<Probl
 }
 
 // Only for a resource whose Deployment has pods that are not all ready, and one list per
-// look: no pod informer, whose cache would hold every relay pod of the cluster. Served from
-// the apiserver's watch cache (resourceVersion 0), not from etcd.
-std::string RelayReconciler::pods_detail(const Json& relay) {
+// look: no pod informer, whose cache would hold every relay pod of the cluster. The
+// namespace's FailedMount Events are listed too, only while a pod waits for its volumes (the
+// kubelet says a missing Secret nowhere else). Both served from the apiserver's watch cache
+// (resourceVersion 0), not from etcd.
+RelayReconciler::PodsReport RelayReconciler::look_at_pods(const Json& relay) {
   kube::ListOptions by_relay;
   by_relay.label_selector = relay_selector(name_of(relay));
   by_relay.resource_version = "0";
-  return not_ready_detail(client_.list(kPods, ns_of(relay), by_relay),
-                          relay.value("status", Json::object()), std::chrono::system_clock::now());
+  const Json pods = client_.list(kPods, ns_of(relay), by_relay);
+  const Json items = pods.value("items", Json::array());
+  Json events = Json::object();
+  if (std::any_of(items.begin(), items.end(), waiting_for_volumes)) {
+    kube::ListOptions failed_mounts;
+    failed_mounts.field_selector = "involvedObject.kind=Pod,reason=FailedMount";
+    failed_mounts.resource_version = "0";
+    events = client_.list(kEvents, ns_of(relay), failed_mounts);
+  }
+  return {not_ready_detail(pods, relay.value("status", Json::object()),
+                           std::chrono::system_clock::now()),
+          missing_secret(relay, pods, events)};
 }
 
 // The cache is known to be current when it shows the resourceVersion our last write returned,

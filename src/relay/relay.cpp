@@ -80,6 +80,15 @@ Secrets secrets_of(const RelayConfig& config) {
   return secrets;
 }
 
+// "a, b": the paths of changed credential files, for a log line (paths, never content).
+std::string joined(const std::vector<std::string>& paths) {
+  std::string out;
+  for (const std::string& p : paths) {
+    out += (out.empty() ? "" : ", ") + p;
+  }
+  return out;
+}
+
 // What `make` makes (a Kafka client), with the properties it refuses thrown as KafkaRefused.
 template <typename Make>
 auto kafka_client(Make make) -> decltype(make()) {
@@ -130,12 +139,14 @@ void Relay::set_problem(const std::string& problem, const std::string& reason) {
   }
 }
 
-// The loop: one Session per database session; pump() until stopped, then drain().
-// An outage ends the session (closing it releases every shard) and the next one
-// starts after a backoff.
-void Relay::run(std::stop_token stop) {
+// The loop: one Session per database session; pump() until stopped (or a credential
+// file changed), then drain(). An outage ends the session (closing it releases every
+// shard) and the next one starts after a backoff. Each session opens with the DSN as
+// its file holds it then.
+RunEnd Relay::run(std::stop_token stop) {
   int outages = 0;  // in a row: the reconnect delay grows 0.5, 1, 2 ... 10 s
-  while (!stop.stop_requested()) {
+  while (!stop.stop_requested() && !kafka_credentials_changed()) {
+    read_dsn();
     try {
       Session session(config_.dsn, table_, {config_.columns, config_.shards},
                       config_.publish.per_key_order, static_cast<std::size_t>(config_.batch_size));
@@ -157,14 +168,15 @@ void Relay::run(std::stop_token stop) {
             return outcome;
           },
           [this](const BatchOutcome& outcome) { record(outcome); });
-      pump(session, pipeline, stop);
-      drain(session, pipeline, stop);
+      std::stop_callback stopped(stop, [&pipeline] { pipeline.end.request_stop(); });
+      pump(session, pipeline, pipeline.end.get_token());
+      drain(session, pipeline, pipeline.end.get_token());
     } catch (const pqxx::broken_connection& e) {
       const std::string why = connection_failure(config_.dsn, e.what());
       set_problem("database unreachable (" + redact_dsn(config_.dsn) + "): " + why,
                   is_tls_refusal(why) ? "DatabaseTLSRefused" : "");
     } catch (const PooledConnection& e) {
-      // No retry fixes it but a new DSN (which restarts the pods): say so and keep looking.
+      // No retry fixes it but a new DSN (read at each attempt): say so and keep looking.
       set_problem(e.what(), "ConnectionPooled");
     } catch (const DatabaseMoved& e) {
       // Reading on would count unread events as sent: publish nothing, say why, and look
@@ -190,6 +202,45 @@ void Relay::run(std::stop_token stop) {
   // batch's messages their chance to go out.
   producer_.flush(std::chrono::seconds(10));
   spdlog::info("relay {} stopped", config_.identity);
+  return kafka_credentials_changed_ ? RunEnd::kKafkaCredentialsChanged : RunEnd::kStopped;
+}
+
+// The DSN as its file holds it now (CredentialFiles::dsn), its files' fingerprints taken
+// first: a change after the read is seen, one before it is in what was read.
+void Relay::read_dsn() {
+  if (!config_.credentials.dsn) {
+    return;
+  }
+  config_.credentials.database.reset();
+  config_.dsn = config_.credentials.dsn();
+  secrets_.add_dsn(config_.dsn);
+}
+
+// A rotated database credential: the session ends cleanly and run() opens the next with it.
+bool Relay::database_credentials_changed() {
+  const std::vector<std::string> files = config_.credentials.database.changed();
+  if (!files.empty()) {
+    spdlog::info(
+        "relay {}: database credential file {} changed; ending this database session cleanly "
+        "and connecting again with it",
+        config_.identity, joined(files));
+  }
+  return !files.empty();
+}
+
+// A rotated Kafka credential: the producer cannot read it, a new process will (RunEnd).
+bool Relay::kafka_credentials_changed() {
+  if (kafka_credentials_changed_) {
+    return true;
+  }
+  if (const std::vector<std::string> files = config_.credentials.kafka.changed(); !files.empty()) {
+    kafka_credentials_changed_ = true;
+    spdlog::warn(
+        "relay {}: Kafka credential file {} changed; the producer reads them only when it starts, "
+        "so the relay finishes the batches in flight and exits, to be started again with them",
+        config_.identity, joined(files));
+  }
+  return kafka_credentials_changed_;
 }
 
 void Relay::went_online(Session& s) {
@@ -304,7 +355,8 @@ void Relay::catch_up_behind(Pipeline& p) {
   p.gate.written_through(p.behind.written_through());
 }
 
-// Rebalances and measures the backlog when due (only called with nothing in flight).
+// Rebalances and measures the backlog when due (only called with nothing in flight); with
+// the measurement, ends the session if a credential file changed.
 void Relay::keep_up(Session& s, Pipeline& p) {
   const auto now = Clock::now();
   const HousekeepingSchedule::Due due = p.housekeeping.take(now);
@@ -314,6 +366,9 @@ void Relay::keep_up(Session& s, Pipeline& p) {
   if (due.measure) {
     s.store().maintain(s.shards().owned());
     measure_backlog(s);
+    if (kafka_credentials_changed() || database_credentials_changed()) {
+      p.end.request_stop();
+    }
   }
   if (due.any()) {
     metrics_.housekeeping_duration.observe(seconds_since(now));

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "api/defaults.hpp"
+#include "common/file_watch.hpp"
 #include "common/redact.hpp"
 #include "kafka/producer.hpp"
 #include "metrics/registry.hpp"
@@ -27,6 +29,24 @@
 #include "relay/write_behind.hpp"
 
 namespace outbox::relay {
+
+// The files a relay's credentials came from, when a supervisor may rewrite them under it (a
+// Secret the kubelet updates in place: a rotation). Looked at with each backlog measurement
+// (RelayConfig::backlog_interval). Empty: nothing is watched.
+struct CredentialFiles {
+  // The DSN file and the database's TLS files. libpq reads them whenever a session opens, so a
+  // change ends the session as a graceful stop would (the batch in flight settled and written
+  // back, the shards released, the process kept) and the next session opens with `dsn()`.
+  FileWatch database;
+  // The DSN as the files hold it now, its secrets remembered for redact(); may throw
+  // std::invalid_argument (a file gone), which ends run(). Null: RelayConfig::dsn stays.
+  std::function<std::string()> dsn;
+  // The Kafka properties and certificate files. librdkafka reads them once, when the producer
+  // is created, and a producer cannot be replaced under the batch in flight; so a change ends
+  // run() after the same graceful drain (RunEnd::kKafkaCredentialsChanged), and the process
+  // exits for its supervisor to start it again with the new files.
+  FileWatch kafka;
+};
 
 struct RelayConfig {
   std::string dsn;  // a secret: never logged unredacted
@@ -59,6 +79,7 @@ struct RelayConfig {
   // OutboxRelay's `namespace` and name (`outboxrelay`), so that a scrape without the
   // ServiceMonitor's relabeling still says which resource a series is about.
   metrics::Labels metric_labels;
+  CredentialFiles credentials;
 };
 
 // Thrown by Relay's constructor for Kafka properties the producer refuses (the message names
@@ -70,7 +91,7 @@ struct KafkaRefused : std::invalid_argument {
 // The long-running relay worker: claims committed outbox rows of the shards it
 // owns, publishes them, marks what the broker acknowledged. docs/relay.md states
 // the semantics and how they are kept. The loop is run(): one Session per
-// database session, pump() until stopped, then drain().
+// database session, pump() until stopped or a credential file changed, then drain().
 //
 // Guarantees:
 // - At least once: an event is marked sent only after Kafka acknowledged it
@@ -102,12 +123,14 @@ class Relay {
   Relay(RelayConfig config, metrics::Registry& registry, RelayHealth& health);
   ~Relay();
 
-  // Runs until `stop` is requested; then finishes the batch in flight, marks what
-  // was delivered, releases its shards and returns. Nothing is thrown for what the
-  // environment gets wrong: database and broker outages are retried with backoff;
-  // a missing or unmigrated table keeps the relay not ready, with the reason as its
-  // health's problem() (and so on /readyz and in status.relayProblem).
-  void run(std::stop_token stop);
+  // Runs until `stop` is requested or the Kafka credential files change; then finishes
+  // the batch in flight, marks what was delivered, releases its shards and returns why.
+  // A change of the database's credential files does the same to the session only, and
+  // the next one opens with them. Nothing is thrown for what the environment gets wrong:
+  // database and broker outages are retried with backoff; a missing or unmigrated table
+  // keeps the relay not ready, with the reason as its health's problem() (and so on
+  // /readyz and in status.relayProblem). A DSN file that cannot be read again throws.
+  RunEnd run(std::stop_token stop);
 
  private:
   // What one session's loop carries from turn to turn: the write-behind and the policy
@@ -124,6 +147,9 @@ class Relay {
     DoublingWait behind_poll{std::chrono::milliseconds{10}, std::chrono::milliseconds{100}};
     // Log mode: the next wait while committed events wait above the watermark.
     DoublingWait watermark_poll{std::chrono::milliseconds{2}, std::chrono::milliseconds{100}};
+    // Requested by run()'s stop token or by a rotated credential file: pump() ends, drain()
+    // claims nothing more.
+    std::stop_source end;
   };
 
   void went_online(Session& s);
@@ -133,6 +159,10 @@ class Relay {
   void turn(Session& s, Pipeline& p, std::stop_token stop);
   void catch_up_behind(Pipeline& p);
   void keep_up(Session& s, Pipeline& p);
+  void read_dsn();
+  // Whether a credential file changed (CredentialFiles), logging it once.
+  bool database_credentials_changed();
+  bool kafka_credentials_changed();
   void rebalance(Session& s, Pipeline& p);
   void wait_out_kafka_pause(Session& s, std::stop_token stop);
   bool claims_now(Session& s, Pipeline& p, bool busy, std::stop_token stop);
@@ -167,6 +197,7 @@ class Relay {
   std::unique_ptr<kafka::BatchProducer> dead_letter_producer_;  // with a dead-letter topic
   BatchPublisher publisher_;
   KafkaPause kafka_pause_;  // kept across database sessions
+  bool kafka_credentials_changed_ = false;
 };
 
 }  // namespace outbox::relay

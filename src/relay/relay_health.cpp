@@ -67,12 +67,24 @@ void RelayHealth::set_database_tls(const std::string& tls) {
   database_tls_ = tls;
 }
 
-void stay_not_ready(RelayHealth& health, const std::string& problem, std::stop_token stop) {
-  spdlog::error("{} (then restart the relay); not ready until then", problem);
+RunEnd stay_not_ready(RelayHealth& health, const std::string& problem, FileWatch kafka_files,
+                      std::stop_token stop) {
+  spdlog::error(
+      "{} (fix the Kafka properties: a change to their files restarts the relay); not "
+      "ready until then",
+      problem);
   health.set_problem(problem, {});
-  do {
+  // The files are looked at once a second, the heart beats every 50 ms.
+  for (int beats = 1;; ++beats) {
     health.beat();
-  } while (sleep_unless_stopped(stop, std::chrono::milliseconds(50)));
+    if (beats % 20 == 0 && !kafka_files.changed().empty()) {
+      spdlog::warn("the Kafka credential files changed; exiting, to be started again with them");
+      return RunEnd::kKafkaCredentialsChanged;
+    }
+    if (!sleep_unless_stopped(stop, std::chrono::milliseconds(50))) {
+      return RunEnd::kStopped;
+    }
+  }
 }
 
 }  // namespace outbox::relay

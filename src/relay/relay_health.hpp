@@ -7,6 +7,7 @@
 #include <stop_token>
 #include <string>
 
+#include "common/file_watch.hpp"
 #include "outbox/store.hpp"
 
 namespace outbox::relay {
@@ -51,10 +52,20 @@ class RelayHealth {
   std::string database_tls_;
 };
 
+// Why Relay::run, or stay_not_ready, returned.
+enum class RunEnd {
+  kStopped,  // the stop token was requested
+  // A Kafka credential file changed (CredentialFiles::kafka): librdkafka reads them only when
+  // the producer is created, so the process should exit for its supervisor to start it again.
+  kKafkaCredentialsChanged,
+};
+
 // Nothing can be published with Kafka properties the producer refused (Relay's constructor
 // throws KafkaRefused), and they are read only at start. Keeps `health` not ready with
-// `problem` (and beating) until `stop`: the reason stays on /readyz, and so in the resource's
-// status, until the Secret is fixed and the pod restarted, instead of a crash loop.
-void stay_not_ready(RelayHealth& health, const std::string& problem, std::stop_token stop);
+// `problem` (and beating) until `stop`, or until a file of `kafka_files` changes (the Secret
+// fixed: the kubelet rewrote it): the reason stays on /readyz, and so in the resource's
+// status, until then, instead of a crash loop.
+RunEnd stay_not_ready(RelayHealth& health, const std::string& problem, FileWatch kafka_files,
+                      std::stop_token stop);
 
 }  // namespace outbox::relay

@@ -789,7 +789,10 @@ TEST(Cluster, DeletedLeadingOperatorPodIsSucceededByTheStandbyAndReconcilingResu
       90s));
 }
 
-TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPassword) {
+// Issue 42: the operator reads no Secret, so a rotation rolls no pod. The kubelet rewrites the
+// mounted DSN file, each relay notices within seconds, ends its database session cleanly and
+// connects again with the new password, in the same container.
+TEST(Cluster, RotatedDsnSecretReachesTheRunningRelaysWhichReconnectWithTheNewPassword) {
   RelayUnderTest r("cl-rotate");
   // A database role of its own, so that its password can change under the relay.
   const std::string role = testbed::unique_name("rotated");
@@ -807,7 +810,7 @@ TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPasswor
   auto sql = [&](const std::string& statement) {
     pqxx::connection conn(r.table.dsn);
     pqxx::nontransaction tx(conn);
-    tx.exec(statement);
+    return tx.exec(statement);
   };
   sql("CREATE ROLE " + role + " LOGIN SUPERUSER PASSWORD 'first-password'");
   set_secret("first-password");
@@ -815,32 +818,46 @@ TEST(Cluster, RotatedDsnSecretRollsTheRelayPodsAndTheyReconnectWithTheNewPasswor
   r.wait_ready();
   r.table.insert(50, 5);
   ASSERT_EQ(r.delivery_problem(50), "");
-  std::set<std::string> before = names_of(pods(r.ns, r.relay_selector()));
-  auto annotation = [&] {
-    return kubectl("-n " + r.ns +
-                   " get deploy orders-relay -o "
-                   "jsonpath='{.spec.template.metadata.annotations.outbox\\.dev/secrets-hash}'");
-  };
-  const std::string hash_before = annotation();
+  const std::set<std::string> before = names_of(pods(r.ns, r.relay_selector()));
+  const std::string template_before =
+      kubectl("-n " + r.ns + " get deploy orders-relay -o jsonpath='{.spec.template}'");
 
   // Rotate: the old password stops working for new sessions; the Secret has the new one.
+  const std::string rotated_at = sql("SELECT now()::text")[0][0].as<std::string>();
   sql("ALTER ROLE " + role + " PASSWORD 'second-password'");
   set_secret("second-password");
-  EXPECT_TRUE(eventually([&] { return all_replaced(r, before, 2); }, 120s))
-      << kubectl("-n " + r.ns + " get pods");
-  EXPECT_NE(annotation(), hash_before);
-  // Ready new pods logged in with the new password (the old one is refused); they deliver.
+  // Every session the relays opened before the rotation ends (the kubelet's sync, up to about
+  // a minute, then 5 s), and the new ones logged in with the new password.
+  auto old_sessions = [&] {
+    return sql("SELECT count(*) FROM pg_stat_activity WHERE usename = '" + role +
+               "' AND backend_start < '" + rotated_at + "'")[0][0]
+        .as<long long>();
+  };
+  EXPECT_TRUE(eventually([&] { return old_sessions() == 0; }, 150s))
+      << kubectl("-n " + r.ns + " logs -l " + r.relay_selector() + " --tail=20");
+  const std::string logs = kubectl("-n " + r.ns + " logs -l " + r.relay_selector() + " --tail=-1");
+  EXPECT_NE(logs.find("database credential file /etc/outbox/database/dsn changed"),
+            std::string::npos)
+      << logs;
+  EXPECT_EQ(logs.find("second-password"), std::string::npos) << "a password in the log";
   r.table.insert(50, 5, 50);
   EXPECT_EQ(r.delivery_problem(100), "");
+  // No roll, no restart: the same pods, their containers never restarted, the same template.
+  EXPECT_EQ(names_of(pods(r.ns, r.relay_selector())), before);
+  EXPECT_EQ(kubectl("-n " + r.ns + " get pods -l " + r.relay_selector() +
+                    " -o jsonpath='{.items[*].status.containerStatuses[*].restartCount}'"),
+            "0 0");
+  EXPECT_EQ(kubectl("-n " + r.ns + " get deploy orders-relay -o jsonpath='{.spec.template}'"),
+            template_before);
   kubectl("delete namespace " + r.ns + " --wait=true --timeout=60s");
   sql("DROP ROLE IF EXISTS " + role);
 }
 
-// What `kubectl get obr` says when the relay pods cannot work: Ready=False with the reason in
-// the kubelet's words (a Secret key that does not exist) or in the relay's own (a Kafka
-// property it refuses), never only in pod logs; each clears once the Secret or the spec is
-// fixed. The operator reads neither Secret's values: the key is the kubelet's to find, and the
-// Kafka Secret reaches the pods as files.
+// What `kubectl get obr` says when the relay pods cannot work: Ready=False with the reason from
+// the kubelet's words (a Secret, or a Secret key, that does not exist: its FailedMount Events)
+// or in the relay's own (a Kafka property it refuses), never only in pod logs; each clears once
+// the Secret or the spec is fixed. The operator reads no Secret: a missing one is the kubelet's
+// to find, and the Kafka Secret reaches the pods as files.
 TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
   RelayUnderTest r("cl-why");
   auto ready_message = [&] {
@@ -862,9 +879,18 @@ TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
         120s);
   };
 
-  // A key the Secret does not have: the mount leaves the file out, the relay exits naming it.
-  r.apply({{"database", {{"dsnSecretRef", {{"key", "no-such-key"}}}}}});
-  EXPECT_TRUE(says({"False RelaysNotReady", "CrashLoopBackOff", "has no key \"no-such-key\""}))
+  // A Secret that does not exist: the pods wait in ContainerCreating, the kubelet says why.
+  r.apply({{"database", {{"dsnSecretRef", {{"name", "no-such-secret"}}}}}});
+  EXPECT_TRUE(says({"False SecretNotFound",
+                    "Secret \"no-such-secret\" named by spec.database.dsnSecretRef does not "
+                    "exist",
+                    "create secret generic no-such-secret"}))
+      << ready_message();
+  // A key the Secret does not have: the same, SecretKeyNotFound.
+  r.apply({{"database", {{"dsnSecretRef", {{"name", "orders-db"}, {"key", "no-such-key"}}}}}});
+  EXPECT_TRUE(says({"False SecretKeyNotFound",
+                    "Secret \"orders-db\" named by spec.database.dsnSecretRef has no key "
+                    "\"no-such-key\""}))
       << ready_message();
 
   // The right key, and a Kafka Secret (mounted as files) with a property that would weaken
@@ -884,8 +910,9 @@ TEST(Cluster, ReadyConditionSaysWhyRelayPodsAreNotReadyAndClearsOnceFixed) {
   EXPECT_EQ(kubectl("-n " + r.ns + " get pods -o yaml").find("cluster-test"), std::string::npos)
       << "a Kafka Secret value in a pod spec";
 
-  // The Secret fixed (a new one: a rotation): the pods roll and become ready. The pod that
-  // reported the problem is gone; the operator removes what it left.
+  // The Secret fixed (a new one: a rotation): the kubelet rewrites the files, the relay that
+  // refused them exits (code 75) and its container starts again with them, ready; the relay
+  // clears its report (or the operator, for a pod gone meanwhile).
   kubectl("-n " + r.ns + " delete secret orders-kafka");
   controller::testing::create_secret(client, r.ns, "orders-kafka", {{"client.id", "cluster-test"}});
   r.wait_ready(180s);

@@ -79,8 +79,8 @@ void install_operator() {
     const std::string& image = node_env().image;
     const auto colon = image.rfind(':');
     // Values any user may set: the image, short lease timings so failover tests are quick,
-    // and a short resync so a rotated Secret is seen within seconds (the operator reads
-    // Secrets by name, never watches them). The chart's CRD comes with it (crds/).
+    // and a short resync so the status follows within seconds what no watch event reports.
+    // The chart's CRD comes with it (crds/).
     // Tests run in parallel (scripts/test.sh), each in its own process: helm refuses an
     // upgrade while another is in progress, so one at a time, under a lock beside the
     // kubeconfig. The values are the same in every test, so a second upgrade changes no pod.

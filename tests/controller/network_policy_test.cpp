@@ -40,7 +40,7 @@ const OwnedObject* find_policy(const RenderedRelay& r) {
 }
 
 TEST(NetworkPolicy, NoneUnlessEnabledAndTheOldOneIsPruned) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   for (const Json& r : {testing::sample_relay(), relay_with_policy({{"enabled", false}})}) {
     RenderedRelay rendered = render_relay(r, opts);
     EXPECT_EQ(find_policy(rendered), nullptr);
@@ -50,7 +50,7 @@ TEST(NetworkPolicy, NoneUnlessEnabledAndTheOldOneIsPruned) {
 }
 
 TEST(NetworkPolicy, EveryPodOfTheResourceMetricsFromThePeersEgressToDnsApiServerAndTheRules) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay rendered =
       render_relay(relay_with_policy({{"enabled", true},
                                       {"metricsFrom", Json::array({kPrometheus})},
@@ -105,7 +105,7 @@ TEST(NetworkPolicy, EveryPodOfTheResourceMetricsFromThePeersEgressToDnsApiServer
 }
 
 TEST(NetworkPolicy, NoMetricsPeersMeansNoIngressRuleNotAnOpenOne) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay rendered = render_relay(
       relay_with_policy({{"enabled", true}, {"egress", Json::array({kDatabase})}}), opts);
   const OwnedObject* np = find_policy(rendered);
@@ -114,7 +114,7 @@ TEST(NetworkPolicy, NoMetricsPeersMeansNoIngressRuleNotAnOpenOne) {
 }
 
 TEST(NetworkPolicy, ApiServerEgressNarrowedToTheOperatorsCidrs) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   opts.api_server_cidrs = {"192.168.1.10/32", "192.168.1.11/32"};
   RenderedRelay rendered = render_relay(
       relay_with_policy({{"enabled", true}, {"egress", Json::array({kDatabase})}}), opts);

@@ -11,7 +11,7 @@ using testing::find;
 using testing::relay;
 
 TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay two = render_relay(relay(), opts);
   for (const char* kind :
        {"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget"}) {
@@ -44,7 +44,7 @@ TEST(RenderRelay, NamesOwnersAndPdbFollowReplicas) {
 // reconciler treats as terminal; before, a field of the wrong type escaped as a JSON error and
 // was retried with backoff for ever.
 TEST(RenderRelay, ASpecOfTheWrongShapeIsInvalidSpec) {
-  const RenderOptions opts{"img:1", ""};
+  const RenderOptions opts{"img:1"};
   EXPECT_THROW(render_relay(relay(), RenderOptions{}), InvalidSpec);
   EXPECT_THROW(render_relay(relay({{"kafka", {{"bootstrapServers", 9092}}}}), opts), InvalidSpec);
   EXPECT_THROW(

@@ -97,7 +97,7 @@ Json cron(const RenderedRelay& r, const std::string& name) {
 }
 
 TEST(Schedules, RenderingPicksTheSpreadScheduleUntilNoRelayIsAlive) {
-  RenderOptions alive{"img:1", ""};
+  RenderOptions alive{"img:1"};
   RenderOptions dead = alive;
   dead.relays_alive = false;
   const Json plain = testing::sample_relay();

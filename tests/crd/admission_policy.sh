@@ -3,8 +3,9 @@
 # e2e: the chart's ValidatingAdmissionPolicy against the test bed's real kube-apiserver.
 #  - rendered with the chart's RBAC and ServiceAccount, then, as the operator's ServiceAccount
 #    (impersonated): nothing in kube-system, nothing unlabelled or unowned, no take-over of
-#    another's object, no RoleBinding to a ClusterRole; an owned, labelled object in a namespace
-#    with an OutboxRelay is created, patched and deleted; other users are not matched;
+#    another's object, no RoleBinding to a ClusterRole, no Secret read (kube-system, a namespace
+#    without an OutboxRelay); an owned, labelled object in a namespace with an OutboxRelay is
+#    created, patched and deleted; other users are not matched;
 #  - the real controller, authenticated with the ServiceAccount's own token, reconciles an
 #    OutboxRelay to a healthy status with the policy enforcing, including the delete of a
 #    PodDisruptionBudget it no longer wants and the create and delete of its NetworkPolicy.
@@ -29,6 +30,7 @@ cleanup() {
   [ -z "$controller_pid" ] || kill "$controller_pid" 2>/dev/null || true
   [ ! -s "$tmp/rendered.yaml" ] || kubectl delete --wait=false -f "$tmp/rendered.yaml" >/dev/null 2>&1 || true
   kubectl delete deployment -n kube-system "$release-admin" --wait=false >/dev/null 2>&1 || true
+  kubectl delete secret -n kube-system "$release-probe" --ignore-not-found >/dev/null 2>&1 || true
   kubectl delete namespace "$ns" "$work" "$bare" --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
@@ -103,6 +105,17 @@ out=$(as_sa create role "$release-x" -n kube-system --verb=get --resource=outbox
 out=$(as_sa create configmap "$release-x" -n kube-public 2>&1) &&
   fail "the operator created a ConfigMap in kube-public" ||
   expect_contains "a ConfigMap in kube-public is refused" "$out" "may not write configmaps in namespace kube-public"
+
+# No read of a Secret either (issue 42): RBAC grants none, in kube-system or in a namespace
+# without an OutboxRelay (reads are not admission requests: the ClusterRole alone refuses them).
+kubectl create secret generic "$release-probe" -n kube-system --from-literal=k=v >/dev/null
+out=$(as_sa get secret "$release-probe" -n kube-system 2>&1) &&
+  fail "the operator read a Secret in kube-system" ||
+  expect_contains "a Secret in kube-system cannot be read (Forbidden)" "$out" "forbidden"
+kubectl create secret generic orders-db -n "$bare" --from-literal=dsn=postgresql://u:p@db/orders >/dev/null
+out=$(as_sa get secret orders-db -n "$bare" 2>&1) &&
+  fail "the operator read a Secret in a namespace without an OutboxRelay" ||
+  expect_contains "a Secret in a namespace without an OutboxRelay cannot be read (Forbidden)" "$out" "forbidden"
 
 out=$(deployment orders-relay "$bare" | apply_as_sa) &&
   fail "the operator created an unlabelled Deployment" ||

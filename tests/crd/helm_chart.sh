@@ -24,8 +24,10 @@ sa=system:serviceaccount:$ns:outbox-operator
 scoped_release=outbox-scoped
 scoped_ns=outbox-scoped-system
 work_ns=$(unique_name helm-test)
+probe=$(unique_name helm-probe)
 tmp=$(mktemp -d)
 cleanup() {
+  kubectl delete secret "$probe" -n kube-system --ignore-not-found >/dev/null 2>&1 || true
   helm uninstall "$release" -n "$ns" >/dev/null 2>&1 || true
   helm uninstall "$scoped_release" -n "$scoped_ns" >/dev/null 2>&1 || true
   kubectl delete namespace "$work_ns" --wait=false >/dev/null 2>&1 || true
@@ -249,7 +251,7 @@ networkpolicies.networking.k8s.io|[]|[get list watch create patch delete]
 deployments.apps|[]|[get list watch create patch]
 jobs.batch|[]|[get list watch create patch]
 events.events.k8s.io|[]|[create patch]
-events|[]|[create patch]
+events|[]|[list create patch]
 outboxrelays.outbox.dev/finalizers|[]|[update]
 outboxrelays.outbox.dev/status|[]|[get update patch]
 outboxrelays.outbox.dev|[]|[get list watch patch]
@@ -257,7 +259,6 @@ poddisruptionbudgets.policy|[]|[get list watch create patch delete]
 pods|[]|[list]
 rolebindings.rbac.authorization.k8s.io|[]|[get list watch create patch]
 roles.rbac.authorization.k8s.io|[]|[get list watch create patch]
-secrets|[]|[get]
 serviceaccounts|[]|[get list watch create patch]
 services|[]|[get list watch create patch delete]'
 expected_lease_rows='leases.coordination.k8s.io|[]|[create]
@@ -285,10 +286,15 @@ can yes create cronjobs.batch -n "$work_ns"
 can no delete deployments.apps -n "$work_ns"
 can no update deployments.apps -n "$work_ns"
 can yes delete poddisruptionbudgets.policy -n "$work_ns"
-can yes get secrets -n "$work_ns"
+# No Secret at all, not even by name (issue 42): a missing one is what the kubelet's Events say.
+can no get secrets -n "$work_ns"
+can no get secrets -n kube-system
 can no list secrets -n "$work_ns"
 can no list secrets --all-namespaces
 can no watch secrets --all-namespaces
+can yes list events -n "$work_ns"
+can no watch events --all-namespaces
+can no get events -n "$work_ns"
 can no delete namespaces
 can no create pods -n "$work_ns"
 can no create pods/exec -n "$work_ns"
@@ -338,8 +344,12 @@ out=$(as_sa delete deployment orders-relay -n "$work_ns" 2>&1) && fail "the oper
   expect_contains "the operator cannot delete a Deployment" "$out" "forbidden"
 out=$(as_sa get secrets -n "$work_ns" 2>&1) && fail "the operator could list Secrets" ||
   expect_contains "the operator cannot list Secrets" "$out" "forbidden"
-out=$(as_sa get secret orders-db -n "$work_ns" 2>&1) || true
-expect_contains "the operator may get one Secret by name (NotFound, not Forbidden)" "$out" "NotFound"
+kubectl create secret generic orders-db -n "$work_ns" --from-literal=dsn=postgresql://u:p@db/orders >/dev/null
+out=$(as_sa get secret orders-db -n "$work_ns" 2>&1) && fail "the operator read a Secret by name" ||
+  expect_contains "the operator cannot get a Secret by name, even one an OutboxRelay would name" "$out" "forbidden"
+kubectl create secret generic "$probe" -n kube-system --from-literal=k=v >/dev/null
+out=$(as_sa get secret "$probe" -n kube-system 2>&1) && fail "the operator read a Secret in kube-system" ||
+  expect_contains "the operator cannot get a Secret in kube-system (Forbidden)" "$out" "forbidden"
 # The relay's Role: grants only what the operator holds, so the escalation check passes.
 cat >"$tmp/relay-role.yaml" <<YAML
 apiVersion: rbac.authorization.k8s.io/v1

@@ -1,6 +1,8 @@
 // The Kafka Secret cannot weaken the producer guarantees the relay relies on.
 // Unit: no broker (a producer is created, but nothing is sent).
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "kafka/producer.hpp"
 #include "metrics/registry.hpp"
 #include "relay/relay.hpp"
+#include "support/testbed.hpp"
 
 namespace outbox::kafka {
 namespace {
@@ -98,7 +101,9 @@ TEST(ProducerGuarantees, ARefusedPropertyIsTheRelaysReadinessProblem) {
   EXPECT_NE(registry.render().find("outbox_build_info{"), std::string::npos)
       << "the metrics are served while not ready";
   std::stop_source stop;
-  std::thread runner([&] { relay::stay_not_ready(health, refused, stop.get_token()); });
+  relay::RunEnd end = relay::RunEnd::kKafkaCredentialsChanged;
+  std::thread runner(
+      [&] { end = relay::stay_not_ready(health, refused, FileWatch(), stop.get_token()); });
   for (int i = 0; i < 100 && health.problem().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -107,6 +112,33 @@ TEST(ProducerGuarantees, ARefusedPropertyIsTheRelaysReadinessProblem) {
   EXPECT_LT(health.since_last_beat(), std::chrono::seconds(1)) << "alive for /healthz";
   stop.request_stop();
   runner.join();
+  EXPECT_EQ(end, relay::RunEnd::kStopped);
+}
+
+// The Secret fixed: the kubelet rewrites the mounted properties, and the relay, which cannot
+// give a running producer new properties, ends so that its process starts again with them.
+TEST(ProducerGuarantees, ARelayNotReadyForRefusedPropertiesEndsOnceTheirFilesChange) {
+  const std::string dir = "/tmp/" + testbed::unique_name("kafka-config");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/acks") << "1";
+  relay::RelayHealth health;
+  std::stop_source stop;
+  std::atomic<bool> ended = false;
+  relay::RunEnd end = relay::RunEnd::kStopped;
+  std::thread runner([&] {
+    end = relay::stay_not_ready(health, "refused", FileWatch({dir}), stop.get_token());
+    ended = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(ended) << "nothing changed yet";
+  std::ofstream(dir + "/acks") << "all";
+  for (int i = 0; i < 150 && !ended; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop.request_stop();
+  runner.join();
+  EXPECT_EQ(end, relay::RunEnd::kKafkaCredentialsChanged);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

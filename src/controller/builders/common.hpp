@@ -61,8 +61,6 @@ struct RelayNames {
 
 struct RenderOptions {
   std::string relay_image;  // OUTBOX_RELAY_IMAGE, unless spec.relay.image is set
-  // "<name>=<resourceVersion>" of every Secret the pods read, in a fixed order.
-  std::string secret_versions;
   // The operator's own --log-level and --log-format, handed to every pod it starts.
   std::string log_level = "info";
   std::string log_format = "text";

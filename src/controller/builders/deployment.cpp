@@ -50,7 +50,7 @@ int desired_replicas(const api::OutboxRelaySpec& spec) {
 
 Json deployment(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const RelayNames& names,
                 const PodSettings& settings, const std::vector<std::string>& args,
-                const TemplateHashes& hashes) {
+                const std::string& config_hash) {
   Json relay_container = container(relay, spec, "relay", settings, args, true);
   relay_container["ports"] =
       Json::array({{{"name", "metrics"}, {"containerPort", kRelayPort}, {"protocol", "TCP"}}});
@@ -62,12 +62,10 @@ Json deployment(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const 
   if (!spec.relay.resources.is_null()) {
     relay_container["resources"] = spec.relay.resources;
   }
-  Json pod = {
-      {"metadata",
-       {{"labels", labels_for(relay.name, "relay")},
-        {"annotations",
-         {{kConfigHashAnnotation, hashes.config}, {kSecretsHashAnnotation, hashes.secrets}}}}},
-      {"spec", pod_spec(spec, names, std::move(relay_container), false)}};
+  Json pod = {{"metadata",
+               {{"labels", labels_for(relay.name, "relay")},
+                {"annotations", {{kConfigHashAnnotation, config_hash}}}}},
+              {"spec", pod_spec(spec, names, std::move(relay_container), false)}};
   // Soft, so a single-node cluster or a full node still schedules every replica; a node's
   // loss then takes one relay of each resource rather than all. spec.relay.template.pod's
   // topologySpreadConstraints replace it (an empty list: none).

@@ -10,11 +10,9 @@
 // arguments: `relay` in the relay's image, its metrics port probed for liveness and readiness.
 namespace outbox::controller {
 
+// relay_config()'s hash: a change of the relay's settings rolls its pods. A rotated Secret does
+// not: the running relays notice their mounted files change (relay/relay.hpp, CredentialFiles).
 inline const char kConfigHashAnnotation[] = "outbox.dev/config-hash";
-// The referenced Secrets' resourceVersions, hashed: a rotated credential changes the pod
-// template, so the relay pods roll and start with the new value (the DSN is read when the
-// process starts).
-inline const char kSecretsHashAnnotation[] = "outbox.dev/secrets-hash";
 
 // The relay's command line (after the image's entrypoint), for tests and docs. Throws
 // InvalidSpec for a spec it cannot read.
@@ -33,15 +31,10 @@ Json config_map(const RelayMeta& relay, const RelayNames& names, const std::stri
 // spec.relay.replicas, or 0 while spec.suspend.
 int desired_replicas(const api::OutboxRelaySpec& spec);
 
-// The pod template's hashes (annotations): a change of either rolls the relay pods.
-struct TemplateHashes {
-  std::string config;   // of relay_config()
-  std::string secrets;  // of RenderOptions::secret_versions
-};
-
+// `config_hash`: kConfigHashAnnotation's value.
 Json deployment(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const RelayNames& names,
                 const PodSettings& settings, const std::vector<std::string>& args,
-                const TemplateHashes& hashes);
+                const std::string& config_hash);
 
 }  // namespace builders
 }  // namespace outbox::controller

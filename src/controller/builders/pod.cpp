@@ -88,17 +88,18 @@ std::string dsn_file(const api::OutboxRelaySpec& spec) {
   return std::string(kDatabaseDir) + "/" + spec.database.dsn_secret.key;
 }
 
-// Only the named key, readable by the pod's group (fsGroup) only. `optional`: a key the Secret
-// lacks leaves the file out instead of holding the pod in ContainerCreating with the reason in
-// an Event only; the process then exits naming the missing file, and the Ready condition
-// quotes that (the operator reads Secrets' metadata only, so this is where a missing key shows).
+// Only the named key, readable by the pod's group (fsGroup) only. Not optional: a missing
+// Secret or key holds the pod in ContainerCreating, and the kubelet's FailedMount Event says
+// which (`secret "x" not found`, `references non-existent secret key: k`); the operator, which
+// reads no Secret, turns that into SecretNotFound or SecretKeyNotFound (relay_secrets.hpp). The
+// kubelet keeps trying, so the pod starts once the Secret is fixed, and it rewrites the file
+// when the Secret changes: the relay reconnects with the new DSN.
 Json dsn_volume(const api::OutboxRelaySpec& spec) {
   const api::SecretKeyRef& ref = spec.database.dsn_secret;
   return {{"name", "database"},
           {"secret",
            {{"secretName", ref.name},
             {"defaultMode", 0440},
-            {"optional", true},
             {"items", Json::array({{{"key", ref.key}, {"path", ref.key}}})}}}};
 }
 

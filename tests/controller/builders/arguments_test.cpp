@@ -23,7 +23,7 @@ TEST(RenderRelay, StrimziScramUserGivesMechanismUserAndPasswordFile) {
                              {{"type", "scram-sha-512"},
                               {"username", "orders-relay"},
                               {"passwordSecret", {{"secretName", "orders-user"}}}}}}}}),
-                   RenderOptions{"img:1", ""});
+                   RenderOptions{"img:1"});
   const Json& pod = find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer);
   EXPECT_EQ(pod.at("/volumes/2/secret/items"_json_pointer),
             Json::parse(R"([{"key":"password","path":"password"}])"));
@@ -45,7 +45,7 @@ TEST(RenderRelay, StrimziScramUserGivesMechanismUserAndPasswordFile) {
 // Debezium's defaults spelled out, so each refuses a table adopted otherwise; no
 // columns, no --column (a table made by migrate).
 TEST(RenderRelay, ColumnsReachTheRelayAndBothJobs) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay r = render_relay(
       relay({{"database",
               {{"dsnSecretRef", {{"name", "db"}, {"key", "dsn"}}},
@@ -77,7 +77,7 @@ TEST(RenderRelay, ColumnsReachTheRelayAndBothJobs) {
 }
 
 TEST(RenderRelay, TheDeadLetterTopicReachesTheRelayAndCompensationOnly) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   const RenderedRelay r =
       render_relay(relay({{"kafka", {{"deadLetterTopic", "orders.dead-letters"}}}}), opts);
   const auto args = [&](const char* kind, const char* name, const char* pointer) {
@@ -103,7 +103,7 @@ TEST(RenderRelay, TheDeadLetterTopicReachesTheRelayAndCompensationOnly) {
 // Kubernetes expands $(VAR) in args from the container's environment, which holds
 // OUTBOX_DSN: a spec string must reach the relay as written, never expanded.
 TEST(RenderRelay, SpecStringsInArgsAreEscapedAgainstVariableExpansion) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay r = render_relay(
       relay({{"kafka",
               {{"configSecretRef", {{"name", "kc"}}},

@@ -72,7 +72,7 @@ TEST(RenderRelay, ReplayRequestsAreBoundedAndValidatedBeforeAnyJob) {
                                          "--from-id=3",
                                          "--to-id=9"};
   EXPECT_EQ(request.selector_args, want);
-  const RenderedRelay rendered = render_relay(replay(ok.dump()), {"img:1", ""});
+  const RenderedRelay rendered = render_relay(replay(ok.dump()), {"img:1"});
   const Json* job = nullptr;
   for (const auto& o : rendered.objects) {
     if (o.object.at("/metadata/name"_json_pointer) == request.job) {
@@ -138,7 +138,7 @@ TEST(RenderRelay, ReplayRequestsAreBoundedAndValidatedBeforeAnyJob) {
 // expand, `=`, a newline, non-ASCII) renders no Job and never reaches an argument; the refusal
 // names the annotation. The rest of the relay renders as usual.
 TEST(RenderRelay, AnInvalidRequeueTokenIsRefusedNamingTheAnnotation) {
-  const RenderOptions opts{"img:1", ""};
+  const RenderOptions opts{"img:1"};
   const std::vector<std::string> bad = {
       "", "a b", "$(OUTBOX_DSN)", "x --table=evil", std::string(64, '1'), "a\nb", "t\xc3\xa9"};
   for (const std::string& token : bad) {

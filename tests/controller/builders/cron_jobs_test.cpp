@@ -14,7 +14,7 @@ using testing::relay;
 // Both jobs write their outcome into the OutboxRelay's status, so their pods carry the relay's
 // ServiceAccount token and name the resource; the relay's Role lets exactly that through.
 TEST(RenderRelay, CronJobPodsGetTheRelayTokenAndReportStatus) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay r = render_relay(relay({{"retention", {{"archiveTable", "public.old"}}}}), opts);
   for (const char* name : {"orders-compensate", "orders-cleanup"}) {
     const Json* cron = find(r, "CronJob", name);

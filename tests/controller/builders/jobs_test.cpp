@@ -20,7 +20,7 @@ using testing::requeue_requested;
 // --adopt for columns, shards and mode when set); its name follows the image and arguments,
 // so an operator upgrade runs it again and an unchanged spec never does.
 TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   auto jobs = [](const RenderedRelay& r) {
     std::vector<Json> out;
     for (const auto& o : r.objects) {
@@ -55,7 +55,7 @@ TEST(RenderRelay, ManageSchemaRendersAMigrateJobNamedByImageAndArguments) {
             Json({{"name", "OUTBOX_DSN_FILE"}, {"value", "/etc/outbox/database/dsn"}}));
   EXPECT_EQ(job.at("/spec/template/spec/restartPolicy"_json_pointer), "Never");
   EXPECT_EQ(schema_job_name(managed, opts), name) << "stable for the same spec and image";
-  EXPECT_NE(schema_job_name(managed, RenderOptions{"img:2", ""}), name) << "a new image reruns it";
+  EXPECT_NE(schema_job_name(managed, RenderOptions{"img:2"}), name) << "a new image reruns it";
   EXPECT_NE(schema_job_name(relay({{"database", {{"manageSchema", true}}}}), opts), name);
   const Json bytes = jobs(
       render_relay(relay({{"database", {{"manageSchema", true}, {"payload", "Bytes"}}}}), opts))[0];
@@ -76,7 +76,7 @@ TEST(RenderRelay, TheDropJobMigratesDropWithTheDsnFileAndNoOwnerOrToken) {
   EXPECT_TRUE(drops_on_deletion(adopted));
   EXPECT_FALSE(drops_on_deletion(relay()));
   EXPECT_FALSE(drops_on_deletion(relay({{"deletionPolicy", "Retain"}})));
-  const OwnedObject job = drop_job(adopted, RenderOptions{"img:1", ""});
+  const OwnedObject job = drop_job(adopted, RenderOptions{"img:1"});
   EXPECT_EQ(job.resource, &owned::jobs);
   const Json& o = job.object;
   EXPECT_EQ(o.at("/metadata/name"_json_pointer), drop_job_name(adopted));
@@ -102,7 +102,7 @@ TEST(RenderRelay, TheDropJobMigratesDropWithTheDsnFileAndNoOwnerOrToken) {
   EXPECT_EQ(c.at("/volumeMounts/1/mountPath"_json_pointer), "/etc/outbox/database");
   EXPECT_EQ(o.at("/spec/ttlSecondsAfterFinished"_json_pointer), 86400);
   // Never among the objects a live resource renders.
-  for (const auto& rendered : render_relay(adopted, RenderOptions{"img:1", ""}).objects) {
+  for (const auto& rendered : render_relay(adopted, RenderOptions{"img:1"}).objects) {
     EXPECT_NE(rendered.object.at("/metadata/name"_json_pointer), drop_job_name(adopted));
   }
 }
@@ -113,7 +113,7 @@ TEST(RenderRelay, TheDropJobMigratesDropWithTheDsnFileAndNoOwnerOrToken) {
 // holds the token (whatever the outcome), the Job is no longer rendered; a new token renders a
 // new Job.
 TEST(RenderRelay, ARequeueAnnotationRendersOneJobUntilItsRequestIsAnswered) {
-  const RenderOptions opts{"img:1", ""};
+  const RenderOptions opts{"img:1"};
   const std::string token = "2026-12-04T10:00:00Z";
   const std::string name = "orders-requeue-" + stable_hash(token).substr(0, 8);
   const RequeueRequest request = requeue_request(requeue_requested(token));

@@ -24,7 +24,7 @@ TEST(RenderRelay, TheDsnReachesEveryPodAsAMountedFileNeverTheEnvironment) {
   Json r = relay(
       {{"database", {{"manageSchema", true}, {"dsnSecretRef", {{"name", "db"}, {"key", "uri"}}}}}});
   r["metadata"]["annotations"] = {{kRequeueAnnotation, "t1"}};
-  const RenderedRelay rendered = render_relay(r, RenderOptions{"img:1", ""});
+  const RenderedRelay rendered = render_relay(r, RenderOptions{"img:1"});
   int pods = 0;
   for (const auto& o : rendered.objects) {
     const Json& obj = o.object;
@@ -41,7 +41,7 @@ TEST(RenderRelay, TheDsnReachesEveryPodAsAMountedFileNeverTheEnvironment) {
     const Json& pod = obj.at(Json::json_pointer(at));
     EXPECT_EQ(pod.at("/volumes/1"_json_pointer),
               Json::parse(R"({"name":"database","secret":{"secretName":"db","defaultMode":288,
-                 "optional":true,"items":[{"key":"uri","path":"uri"}]}})"))
+                 "items":[{"key":"uri","path":"uri"}]}})"))
         << name;
     const Json& c = pod.at("/containers/0"_json_pointer);
     EXPECT_EQ(
@@ -64,7 +64,7 @@ TEST(RenderRelay, TheDsnReachesEveryPodAsAMountedFileNeverTheEnvironment) {
 // read-only under fixed names, and only paths and the mode reach the environment; without the
 // field no TLS setting is rendered (the DSN decides).
 TEST(RenderRelay, DatabaseTlsMountsTheCaAndClientCertificateAndSetsVerifyFull) {
-  const RenderOptions opts{"img:1", ""};
+  const RenderOptions opts{"img:1"};
   const RenderedRelay r =
       render_relay(relay({{"database",
                            {{"tls",
@@ -122,7 +122,7 @@ TEST(RenderRelay, DatabaseTlsMountsTheCaAndClientCertificateAndSetsVerifyFull) {
 // The Kafka Secret reaches the relay and the compensation job as files (one per librdkafka
 // property), never as an argument or an environment variable; the cleanup job gets none.
 TEST(RenderRelay, KafkaSecretIsMountedAsFilesNeverArgsOrEnv) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   RenderedRelay r = render_relay(relay({{"kafka", {{"configSecretRef", {{"name", "kc"}}}}}}), opts);
   auto pod_of = [&](const char* kind, const char* name, const char* path) {
     return find(r, kind, name)->at(Json::json_pointer(path));
@@ -171,7 +171,7 @@ TEST(RenderRelay, StrimziTlsUserIsMountedAsFilesWithFlagsPointingAtThem) {
                 {{"type", "tls"},
                  {"certificateAndKey",
                   {{"secretName", "orders-user"}, {"certificate", "tls.crt"}}}}}}}}),
-      RenderOptions{"img:1", ""});
+      RenderOptions{"img:1"});
   for (const Json* pod :
        {&find(r, "Deployment", "orders-relay")->at("/spec/template/spec"_json_pointer),
         &find(r, "CronJob", "orders-compensate")
@@ -221,7 +221,7 @@ TEST(RenderRelay, TheTemplateReachesEveryPodAndTheServiceAccount) {
                   {{"metadata",
                     {{"annotations",
                       {{"eks.amazonaws.com/role-arn", "arn:aws:iam::1:role/x"}}}}}}}}}}}}),
-      RenderOptions{"img:1", ""});
+      RenderOptions{"img:1"});
   for (const auto& [kind, name, pointer] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"Deployment", "orders-relay", "/spec/template"},
@@ -251,7 +251,7 @@ TEST(RenderRelay, TheTemplateReachesEveryPodAndTheServiceAccount) {
             "arn:aws:iam::1:role/x");
   // Without a template: the default pod security context, uid 65532.
   const Json plain =
-      find(render_relay(relay(), RenderOptions{"img:1", ""}), "Deployment", "orders-relay")
+      find(render_relay(relay(), RenderOptions{"img:1"}), "Deployment", "orders-relay")
           ->at("/spec/template/spec/securityContext"_json_pointer);
   EXPECT_EQ(plain.at("runAsUser"), 65532);
 }
@@ -259,7 +259,7 @@ TEST(RenderRelay, TheTemplateReachesEveryPodAndTheServiceAccount) {
 // Every pod the operator starts logs as the operator does, and says in each JSON line which
 // namespace, OutboxRelay and pod it is (the downward API gives the last).
 TEST(RenderRelay, PodsGetTheOperatorsLogSettingsAndTheirIdentity) {
-  RenderOptions opts{"img:1", ""};
+  RenderOptions opts{"img:1"};
   opts.log_level = "debug";
   opts.log_format = "json";
   RenderedRelay r = render_relay(relay({{"database", {{"manageSchema", true}}}}), opts);

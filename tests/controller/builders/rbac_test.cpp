@@ -34,7 +34,7 @@ TEST(Rbac, TheRoleGrantsTheRelaysServiceAccountThisRelaysStatusOnly) {
   EXPECT_EQ(account.at("/metadata/name"_json_pointer), "orders-relay");
   EXPECT_EQ(account.at("/metadata/ownerReferences/0/uid"_json_pointer), "u-1");
   // What render_relay applies, in its order: identity and RBAC first.
-  const RenderedRelay rendered = render_relay(r, RenderOptions{"img:1", ""});
+  const RenderedRelay rendered = render_relay(r, RenderOptions{"img:1"});
   EXPECT_EQ(*find(rendered, "ServiceAccount", "orders-relay"), account);
   EXPECT_EQ(*find(rendered, "Role", "orders-relay"), role);
   EXPECT_EQ(*find(rendered, "RoleBinding", "orders-relay"), binding);

@@ -11,7 +11,7 @@ using testing::relay;
 
 // One ClusterIP per resource would exhaust a /24 service range at ~250 resources.
 TEST(RenderRelay, MetricsServiceIsHeadless) {
-  RenderedRelay r = render_relay(relay(), RenderOptions{"img:1", ""});
+  RenderedRelay r = render_relay(relay(), RenderOptions{"img:1"});
   EXPECT_EQ(find(r, "Service", "orders-metrics")->at("/spec/clusterIP"_json_pointer), "None");
 }
 
