@@ -24,7 +24,7 @@ inline constexpr std::chrono::milliseconds kPollInterval{2000};
 // "auto": after a claim that found events, the next waits about as long as two more events
 // take at the rate seen, at most 30 ms (relay/turn_policy.hpp, CoalesceWindow); a duration
 // fixes the window, and 0s claims on every wake-up.
-inline constexpr char kCoalesceWindow[] = "0s";
+inline constexpr char kCoalesceWindow[] = "auto";
 inline constexpr std::chrono::milliseconds kMaxCoalesceWindow{10'000};
 inline constexpr int kMaxShards = 1024;
 inline constexpr std::chrono::milliseconds kWriteBehindLimit{250};

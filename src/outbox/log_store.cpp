@@ -62,6 +62,9 @@ void LogCursor::advance(LogPosition end) {
 
 void OwedProgress::add(LogPosition end, const std::vector<int>& shards, std::size_t events) {
   const std::lock_guard lock(mu_);
+  if (owed_.empty()) {
+    owed_.since = std::chrono::steady_clock::now();
+  }
   owed_.end = std::max(owed_.end, end);
   owed_.shards.insert(owed_.shards.end(), shards.begin(), shards.end());
   std::sort(owed_.shards.begin(), owed_.shards.end());
@@ -77,6 +80,11 @@ OwedProgress::Owed OwedProgress::take() {
 std::size_t OwedProgress::events() const {
   const std::lock_guard lock(mu_);
   return owed_.events;
+}
+
+std::optional<std::chrono::steady_clock::time_point> OwedProgress::since() const {
+  const std::lock_guard lock(mu_);
+  return owed_.empty() ? std::nullopt : std::optional(owed_.since);
 }
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
@@ -165,15 +173,14 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   }
   const LogPosition low = cursor_.lowest();
   const OwedProgress::Owed owed = owed_ != nullptr ? owed_->take() : OwedProgress::Owed{};
-  auto rows =
-      owed.empty()
-          ? tx.exec_prepared(claim_statement_, pg_int_array(shards), limit,
-                             pg_int_array(exclude_ids), std::to_string(low.xid), low.id,
-                             pg_int_array(xids), pg_int_array(ids))
-          : tx.exec_prepared(claim_storing_statement_, pg_int_array(shards), limit,
-                             pg_int_array(exclude_ids), std::to_string(low.xid), low.id,
-                             pg_int_array(xids), pg_int_array(ids), std::to_string(owed.end.xid),
-                             owed.end.id, pg_int_array(owed.shards));
+  auto rows = owed.empty() ? tx.exec_prepared(claim_statement_, pg_int_array(shards), limit,
+                                              pg_int_array(exclude_ids), std::to_string(low.xid),
+                                              low.id, pg_int_array(xids), pg_int_array(ids))
+                           : tx.exec_prepared(claim_storing_statement_, pg_int_array(shards), limit,
+                                              pg_int_array(exclude_ids), std::to_string(low.xid),
+                                              low.id, pg_int_array(xids), pg_int_array(ids),
+                                              std::to_string(owed.end.xid), owed.end.id,
+                                              pg_int_array(owed.shards));
   std::size_t heads = 0;
   behind_watermark_ = false;
   for (const auto& r : rows) {
@@ -210,8 +217,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
 }
 
 LogStore::LogStore(pqxx::connection& conn, TableName table, const TableInfo& info,
-                   LogCursor& cursor, const ClaimOptions& options,
-                   std::size_t defer_progress_below)
+                   LogCursor& cursor, const ClaimOptions& options, std::size_t defer_progress_below)
     : conn_(conn),
       table_(std::move(table)),
       partition_xids_(info.partition_xids),
@@ -391,8 +397,8 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 }
 
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
-                                       const TableInfo& info, LogCursor& cursor,
-                                       bool per_key_order, std::size_t defer_progress_below) {
+                                       const TableInfo& info, LogCursor& cursor, bool per_key_order,
+                                       std::size_t defer_progress_below) {
   const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
     return std::make_unique<LogStore>(conn, table, info, cursor, options, defer_progress_below);

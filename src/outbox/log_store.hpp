@@ -2,12 +2,14 @@
 
 #include <pqxx/pqxx>
 
+#include <chrono>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,7 @@ class OwedProgress {
     LogPosition end;
     std::vector<int> shards;  // sorted, unique
     std::size_t events = 0;
+    std::chrono::steady_clock::time_point since;  // when the first of it was left
     bool empty() const { return shards.empty(); }
   };
   // Every shard of `shards` has been read and settled up to `end`, `events` more events.
@@ -66,6 +69,8 @@ class OwedProgress {
   // What is owed, leaving nothing.
   Owed take();
   std::size_t events() const;
+  // When the oldest progress owed was left; none when nothing is owed.
+  std::optional<std::chrono::steady_clock::time_point> since() const;
 
  private:
   mutable std::mutex mu_;
@@ -120,6 +125,9 @@ class LogStore : public EventStore {
   void unclaim(const std::vector<OutboxEvent>& batch) override;
   void maintain(const std::vector<int>& owned) override;
   void flush() override;
+  std::optional<std::chrono::steady_clock::time_point> owed_since() const override {
+    return owed_.since();
+  }
   Backlog backlog(std::chrono::seconds stuck_after) override;
   TableHealth health() override { return table_health(conn_, table_, true); }
 

@@ -512,7 +512,24 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
     send_batch(p, std::move(next), claimed_at);
     return;
   }
-  wait_for_work(s, p, std::min(config_.poll_interval, cap), stop);
+  wait_for_work(s, p, std::min({config_.poll_interval, cap, store_owed_progress(s)}), stop);
+}
+
+// Log mode's owed progress (LogStore): a claim soon carries it while events keep coming; once
+// they stop, it is stored kOwedProgressAge after it was left, so that the status view, the
+// backlog and a replica taking the shards over lag no more than that. Returns how long the
+// wait before that may be.
+std::chrono::milliseconds Relay::store_owed_progress(Session& s) {
+  const auto since = s.store().owed_since();
+  if (!since) {
+    return config_.poll_interval;
+  }
+  const auto due = *since + kOwedProgressAge;
+  if (const auto now = Clock::now(); now < due) {
+    return std::chrono::ceil<std::chrono::milliseconds>(due - now);
+  }
+  s.store().flush();
+  return config_.poll_interval;
 }
 
 // Nothing in flight, a write-back running or lingering: sends what was claimed, on the

@@ -172,6 +172,8 @@ class Relay {
   void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                             std::set<std::string> held, TurnClock::time_point claimed_at);
+  static constexpr std::chrono::milliseconds kOwedProgressAge{100};
+  std::chrono::milliseconds store_owed_progress(Session& s);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     TurnClock::time_point claimed_at, std::stop_token stop);
   void send_beside_write_back(Session& s, Pipeline& p, std::vector<OutboxEvent> next,

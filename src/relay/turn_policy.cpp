@@ -30,8 +30,7 @@ bool WakeUpRegistration::busy(TurnClock::time_point now, std::uint64_t notificat
   return too_many;
 }
 
-TurnClock::duration CoalesceWindow::after(TurnClock::duration since_last,
-                                          std::size_t found) const {
+TurnClock::duration CoalesceWindow::after(TurnClock::duration since_last, std::size_t found) const {
   if (!is_automatic) {
     return limit;
   }
@@ -48,8 +47,8 @@ CoalesceWindow parse_coalesce_window(const std::string& text) {
   try {
     window = parse_duration(text);
   } catch (const std::exception& e) {
-    throw std::invalid_argument("--coalesce-window: auto or a duration such as 0s or 200ms, not \"" +
-                                text + "\"");
+    throw std::invalid_argument(
+        "--coalesce-window: auto or a duration such as 0s or 200ms, not \"" + text + "\"");
   }
   if (window > api::defaults::kMaxCoalesceWindow) {
     throw std::invalid_argument("--coalesce-window must be at most " +
@@ -75,9 +74,9 @@ void ClaimGate::claimed(TurnClock::time_point start, std::uint64_t seen, std::si
   last_claim_full_ = found >= static_cast<std::size_t>(batch_size_);
   // Events came, so more are likely to follow: the next claim waits for the window to end
   // (not after a full batch: a backlog drains at full speed).
-  const TurnClock::duration window =
-      found > 0 && !last_claim_full_ ? coalesce_window_.after(since_last, found)
-                                     : TurnClock::duration::zero();
+  const TurnClock::duration window = found > 0 && !last_claim_full_
+                                         ? coalesce_window_.after(since_last, found)
+                                         : TurnClock::duration::zero();
   const bool opens_window = window > TurnClock::duration::zero();
   hold_until_ = opens_window ? start + window : TurnClock::time_point{};
   windows_in_a_row_ = opens_window ? windows_in_a_row_ + 1 : 0;

@@ -108,8 +108,7 @@ std::string coalesce_window_text(const CoalesceWindow& window);
 // younger than the poll interval (a retry coming due notifies nobody either).
 class ClaimGate {
  public:
-  ClaimGate(CoalesceWindow coalesce_window, std::chrono::milliseconds poll_interval,
-            int batch_size)
+  ClaimGate(CoalesceWindow coalesce_window, std::chrono::milliseconds poll_interval, int batch_size)
       : coalesce_window_(coalesce_window), poll_interval_(poll_interval), batch_size_(batch_size) {}
 
   // A claim began at `start`, after `seen` NOTIFYs, and found `found` events.
