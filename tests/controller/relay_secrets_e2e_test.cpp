@@ -20,6 +20,16 @@ using api::format_time;
 
 const kube::Resource kPods{"", "v1", "pods", true};
 
+// The relay container's status as the kubelet reports it, in `state` (waiting, running).
+Json relay_container_status(const Json& state) {
+  return Json::array({{{"name", "relay"},
+                       {"ready", false},
+                       {"restartCount", 0},
+                       {"image", "relay:test"},
+                       {"imageID", ""},
+                       {"state", state}}});
+}
+
 class SecretsE2E : public ControllerE2E {
  protected:
   // A relay pod of `relay` as the Deployment controller would create it, and as the kubelet
@@ -40,12 +50,7 @@ class SecretsE2E : public ControllerE2E {
         {{"status",
           {{"phase", "Pending"},
            {"containerStatuses",
-            Json::array({{{"name", "relay"},
-                          {"ready", false},
-                          {"restartCount", 0},
-                          {"image", "relay:test"},
-                          {"imageID", ""},
-                          {"state", {{"waiting", {{"reason", "ContainerCreating"}}}}}}})}}}},
+            relay_container_status({{"waiting", {{"reason", "ContainerCreating"}}}})}}}},
         "status");
     return uid;
   }
@@ -133,14 +138,8 @@ TEST_F(SecretsE2E, DegradedForAMissingSecretTheKubeletReportsThenReadyFromTheDep
         {{"phase", "Running"},
          {"conditions", Json::array({{{"type", "PodReadyToStartContainers"}, {"status", "True"}}})},
          {"containerStatuses",
-          Json::array({{{"name", "relay"},
-                        {"ready", false},
-                        {"restartCount", 0},
-                        {"image", "relay:test"},
-                        {"imageID", ""},
-                        {"state",
-                         {{"running",
-                           {{"startedAt", format_time(std::chrono::system_clock::now())}}}}}}})}}}},
+          relay_container_status(
+              {{"running", {{"startedAt", format_time(std::chrono::system_clock::now())}}}})}}}},
       "status");
   ASSERT_TRUE(eventually(
       [&] { return condition(relay("orders"), "Degraded").value("status", "") == "False"; }, 20s))

@@ -73,7 +73,7 @@ get() { kubectl get outboxrelay "$1" -n "$ns" -o jsonpath="{$2}"; }
 expect_eq "default spec.relay.batchSize" "$(get orders .spec.relay.batchSize)" "500"
 expect_eq "default spec.relay.replicas" "$(get orders .spec.relay.replicas)" "2"
 expect_eq "default spec.relay.pollInterval" "$(get orders .spec.relay.pollInterval)" "2s"
-expect_eq "default spec.relay.coalesceWindow" "$(get orders .spec.relay.coalesceWindow)" "0s"
+expect_eq "default spec.relay.coalesceWindow" "$(get orders .spec.relay.coalesceWindow)" "auto"
 expect_eq "default spec.relay.ordering" "$(get orders .spec.relay.ordering)" "PerKey"
 expect_eq "default spec.relay.onSent" "$(get orders .spec.relay.onSent)" "Mark"
 expect_eq "spec.relay.shards has no default (the table's count)" "$(get orders .spec.relay.shards)" ""

@@ -45,7 +45,7 @@ TEST(RenderRelay, TheCoalesceWindowReachesTheRelay) {
   };
   EXPECT_NE(args({{"relay", {{"coalesceWindow", "200ms"}}}}).find("\"--coalesce-window=200ms\""),
             std::string::npos);
-  EXPECT_NE(args(Json::object()).find("\"--coalesce-window=0s\""), std::string::npos);
+  EXPECT_NE(args(Json::object()).find("\"--coalesce-window=auto\""), std::string::npos);
 }
 
 TEST(RenderRelay, ConfigHashChangesWithRelaySettingsOnly) {
