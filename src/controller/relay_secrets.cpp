@@ -160,8 +160,22 @@ bool waiting_for_volumes(const Json& pod) {
 }
 
 std::optional<Problem> missing_secret(const Json& relay, const Json& pods, const Json& events) {
+  // Only the pods of the newest template speak for the spec: a rollout that cannot finish (the
+  // new pods not ready) leaves the old ones waiting for the Secret the spec no longer names.
+  std::string newest_created;
+  std::string newest_template;
+  for (const Json& pod : pods.value("items", Json::array())) {
+    const std::string created = value_at<std::string>(pod, "/metadata/creationTimestamp", "");
+    if (created >= newest_created) {
+      newest_created = created;
+      newest_template = value_at<std::string>(pod, "/metadata/labels/pod-template-hash", "");
+    }
+  }
   std::vector<std::string> waiting;  // uids
   for (const Json& pod : pods.value("items", Json::array())) {
+    if (value_at<std::string>(pod, "/metadata/labels/pod-template-hash", "") != newest_template) {
+      continue;
+    }
     if (const std::optional<Refusal> r = config_error(pod)) {
       if (auto p = problem_for(relay, *r)) {
         return p;

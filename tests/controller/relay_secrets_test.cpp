@@ -124,5 +124,24 @@ TEST(MissingSecret, AnEventOfAPodThatIsNoLongerWaitingOrOfAnotherPodIsNotBelieve
   EXPECT_FALSE(missing_secret(relay(), pods({}), Json::object()));
 }
 
+// The spec fixed, the new pods start (and may not become ready for another reason), while the
+// old template's pods still wait for what the old spec named: they no longer speak for it.
+TEST(MissingSecret, PodsOfAnOlderTemplateAreNotBelieved) {
+  const Json event = failed_mount("old",
+                                  "MountVolume.SetUp failed for volume \"database\" : secret "
+                                  "\"orders-db\" not found");
+  Json old_pod = waiting_pod("old");
+  old_pod["metadata"]["labels"] = {{"pod-template-hash", "aaa"}};
+  old_pod["metadata"]["creationTimestamp"] = "2026-12-07T08:00:00Z";
+  Json new_pod = waiting_pod("new");
+  new_pod["metadata"]["labels"] = {{"pod-template-hash", "bbb"}};
+  new_pod["metadata"]["creationTimestamp"] = "2026-12-07T08:01:00Z";
+  new_pod["status"]["phase"] = "Running";
+  new_pod["status"]["containerStatuses"][0]["state"] = {{"running", Json::object()}};
+  EXPECT_TRUE(missing_secret(relay(), pods({old_pod}), events({event})));
+  EXPECT_FALSE(missing_secret(relay(), pods({old_pod, new_pod}), events({event})));
+  EXPECT_FALSE(missing_secret(relay(), pods({new_pod, old_pod}), events({event})));
+}
+
 }  // namespace
 }  // namespace outbox::controller
