@@ -33,6 +33,7 @@ void LogCursor::follow(pqxx::transaction_base& tx, const TableName& table,
   if (unknown.empty()) {
     return;
   }
+  empty_until_ = {};  // shards came: their rows in _retry are not known
   auto rows =
       tx.exec_params("SELECT shard, xid::text, id FROM " + table.quoted_with_suffix("_progress") +
                          " WHERE shard = ANY($1::int[])",
@@ -60,11 +61,13 @@ void LogCursor::advance(LogPosition end) {
   }
 }
 
-void OwedProgress::add(LogPosition end, const std::vector<int>& shards, std::size_t events) {
+void OwedProgress::add(LogPosition end, const std::vector<int>& shards, std::size_t events,
+                       Clock::time_point now) {
   const std::lock_guard lock(mu_);
   if (owed_.empty()) {
-    owed_.since = std::chrono::steady_clock::now();
+    owed_.oldest = now;
   }
+  owed_.newest = now;
   owed_.end = std::max(owed_.end, end);
   owed_.shards.insert(owed_.shards.end(), shards.begin(), shards.end());
   std::sort(owed_.shards.begin(), owed_.shards.end());
@@ -77,20 +80,37 @@ OwedProgress::Owed OwedProgress::take() {
   return std::exchange(owed_, Owed{});
 }
 
+OwedProgress::Owed OwedProgress::take_if_older(std::chrono::milliseconds age,
+                                               Clock::time_point now) {
+  const std::lock_guard lock(mu_);
+  if (owed_.empty() || now - owed_.oldest < age) {
+    return Owed{};
+  }
+  return std::exchange(owed_, Owed{});
+}
+
 std::size_t OwedProgress::events() const {
   const std::lock_guard lock(mu_);
   return owed_.events;
 }
 
-std::optional<std::chrono::steady_clock::time_point> OwedProgress::since() const {
+std::optional<EventStore::OwedTimes> OwedProgress::times() const {
   const std::lock_guard lock(mu_);
-  return owed_.empty() ? std::nullopt : std::optional(owed_.since);
+  if (owed_.empty()) {
+    return std::nullopt;
+  }
+  return EventStore::OwedTimes{owed_.oldest, owed_.newest};
 }
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
                      std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options,
-                     OwedProgress* owed)
-    : conn_(conn), table_(table), shard_count_(shard_count), cursor_(cursor), owed_(owed) {
+                     OwedProgress* owed, std::chrono::milliseconds ride_after)
+    : conn_(conn),
+      table_(table),
+      shard_count_(shard_count),
+      cursor_(cursor),
+      owed_(owed),
+      ride_after_(ride_after) {
   const std::string retry = table.quoted_with_suffix("_retry");
   const std::string watermark = position_bound_sql("xmin", position_offset);
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
@@ -107,16 +127,7 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
   // holds the key's later ones until it is settled, as in status mode; events parked
   // behind it (never attempted) go together, so a busy key catches up in a few batches.
   // The ids in flight ($3) are left out through a hashed subplan, as in status mode.
-  // Then the log rows after the cursor (per shard: $6/$7 are indexed by shard + 1),
-  // positioned below the oldest running transaction (the column xid holds the position:
-  // schema.cpp, version_5), in (xid, id) order from the primary key. UNION ALL returns
-  // the _retry rows first (claim_batch relies on it). Last, one row of NULLs if a
-  // committed row of ours waits above that bound: the end of the transaction holding it
-  // back sends no NOTIFY, so the relay must look again soon. Such rows are after every
-  // cursor (a cursor only passes rows below an earlier bound), and the bound alone
-  // starts the index scan at them; beside the cursor's row comparison, the scan would
-  // start at the cursor and step over the backlog.
-  claim_sql_ =
+  const std::string due_retries =
       "(SELECT " + columns("h") + "h.retry_count, h.shard, h.xid::text, true, false FROM " + retry +
       " h WHERE h.status = " + kPending +
       " AND h.shard = ANY($1::int[]) AND h.next_retry_time <= now() AND h.id NOT IN (SELECT "
@@ -127,32 +138,60 @@ LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_c
                  " AND (b.xid, b.id) < (h.xid, h.id) AND (b.retry_count > 0 OR h.retry_count > "
                  "0)) "
            : std::string()) +
-      "ORDER BY h.xid, h.id LIMIT $2) UNION ALL (SELECT " + columns("e") +
-      "0, e.shard, e.xid::text, false, " +
-      (options.per_key_order ? "EXISTS (SELECT 1 FROM " + retry +
-                                   " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ")"
-                             : std::string("false")) +
-      " FROM " + table.quoted() + " e WHERE (e.xid, e.id) > ($4::xid8, $5::bigint) AND e.xid < " +
-      watermark +
-      " AND e.shard = ANY($1::int[]) AND (e.xid, "
-      "e.id) > (($6::xid8[])[e.shard + 1], ($7::bigint[])[e.shard + 1]) ORDER BY e.xid, "
-      "e.id LIMIT $2) UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, "
-      "NULL, "
-      "false, false FROM " +
-      table.quoted() + " e WHERE e.xid >= " + watermark +
-      " AND e.shard = ANY($1::int[]) "
-      "LIMIT 1)";
+      "ORDER BY h.xid, h.id LIMIT $2)";
+  // The log rows after the cursor (per shard: `xids`/`ids` are indexed by shard + 1),
+  // positioned below the oldest running transaction (the column xid holds the position:
+  // schema.cpp, version_5), in (xid, id) order from the primary key; `held`: the row's key
+  // waits behind a pending row of _retry. The plain lower bound on xid (the row comparison
+  // implies it) lets the executor drop the partitions below the cursor before it starts them.
+  // Last, one row of NULLs if a committed row of ours waits above that bound: the end of the
+  // transaction holding it back sends no NOTIFY, so the relay must look again soon. Such rows
+  // are after every cursor (a cursor only passes rows below an earlier bound), and the bound
+  // alone starts the index scan at them; beside the cursor's row comparison, the scan would
+  // start at the cursor and step over the backlog.
+  auto log_rows = [&](const std::string& low_xid, const std::string& low_id,
+                      const std::string& xids, const std::string& ids, const std::string& held) {
+    return "(SELECT " + columns("e") + "0, e.shard, e.xid::text, false, " + held + " FROM " +
+           table.quoted() + " e WHERE e.xid >= " + low_xid + "::xid8 AND (e.xid, e.id) > (" +
+           low_xid + "::xid8, " + low_id + "::bigint) AND e.xid < " + watermark +
+           " AND e.shard = ANY($1::int[]) AND (e.xid, e.id) > ((" + xids +
+           "::xid8[])[e.shard + 1], (" + ids +
+           "::bigint[])[e.shard + 1]) ORDER BY e.xid, e.id LIMIT $2) UNION ALL (SELECT "
+           "NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, false, false FROM " +
+           table.quoted() + " e WHERE e.xid >= " + watermark +
+           " AND e.shard = ANY($1::int[]) LIMIT 1)";
+  };
+  const std::string held = options.per_key_order
+                               ? "EXISTS (SELECT 1 FROM " + retry +
+                                     " r WHERE r.biz_id = e.biz_id AND r.status = " + kPending + ")"
+                               : std::string("false");
+  // The full claim: due retries, then the log, then one more row of NULLs (shard -1) if any
+  // pending row of the shards is in _retry, due or not. UNION ALL returns the _retry rows
+  // first (claim_batch relies on it).
+  const std::string full_sql =
+      due_retries + " UNION ALL " + log_rows("$4", "$5", "$6", "$7", held) +
+      " UNION ALL (SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, 0, -1, NULL, false, "
+      "false FROM " +
+      retry + " h WHERE h.status = " + kPending + " AND h.shard = ANY($1::int[]) LIMIT 1)";
+  // The log alone, for while _retry is known to hold no pending row of the shards
+  // (LogCursor::retry_known_empty): no key then waits behind one. Half the plan, and most
+  // claims at steady rates are this one.
+  const std::string log_only_sql = log_rows("$3", "$4", "$5", "$6", "false");
   use_fixed_plans(conn_);
-  claim_statement_ = prepared(conn_, claim_sql_);
+  full_statement_ = prepared(conn_, full_sql);
+  log_only_statement_ = prepared(conn_, log_only_sql);
   if (owed_ != nullptr) {
-    // The same claim, after moving the owed shards' progress (a data-modifying CTE runs
+    // The same claims, after moving the owed shards' progress (a data-modifying CTE runs
     // whether or not the query reads it). Every row at or below that position is settled,
     // so the claim's cursor is past it already.
-    claim_storing_statement_ =
-        prepared(conn_, "WITH stored AS (UPDATE " + table.quoted_with_suffix("_progress") +
-                            " p SET xid = $8::xid8, id = $9, updated_at = now() WHERE p.shard = "
-                            "ANY($10::int[]) AND (p.xid, p.id) < ($8::xid8, $9::bigint)) " +
-                            claim_sql_);
+    auto storing = [&](const std::string& xid, const std::string& id, const std::string& shards) {
+      return "WITH stored AS (UPDATE " + table.quoted_with_suffix("_progress") +
+             " p SET xid = " + xid + "::xid8, id = " + id +
+             ", updated_at = now() WHERE p.shard = ANY(" + shards +
+             "::int[]) AND (p.xid, p.id) < (" + xid + "::xid8, " + id + "::bigint)) ";
+    };
+    full_storing_statement_ = prepared(conn_, storing("$8", "$9", "$10") + full_sql);
+    log_only_storing_statement_ = prepared(conn_, storing("$7", "$8", "$9") + log_only_sql);
   }
 }
 
@@ -172,20 +211,45 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
     ids.at(static_cast<std::size_t>(shard)) = pos.id;
   }
   const LogPosition low = cursor_.lowest();
-  const OwedProgress::Owed owed = owed_ != nullptr ? owed_->take() : OwedProgress::Owed{};
-  auto rows = owed.empty() ? tx.exec_prepared(claim_statement_, pg_int_array(shards), limit,
-                                              pg_int_array(exclude_ids), std::to_string(low.xid),
-                                              low.id, pg_int_array(xids), pg_int_array(ids))
-                           : tx.exec_prepared(claim_storing_statement_, pg_int_array(shards), limit,
-                                              pg_int_array(exclude_ids), std::to_string(low.xid),
-                                              low.id, pg_int_array(xids), pg_int_array(ids),
-                                              std::to_string(owed.end.xid), owed.end.id,
-                                              pg_int_array(owed.shards));
+  const OwedProgress::Owed owed =
+      owed_ != nullptr ? owed_->take_if_older(ride_after_) : OwedProgress::Owed{};
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t copies = cursor_.retry_copies();
+  const bool full = !cursor_.retry_known_empty(start);
+  const std::string shard_list = pg_int_array(shards);
+  const std::string low_xid = std::to_string(low.xid);
+  const std::string xid_list = pg_int_array(xids);
+  const std::string id_list = pg_int_array(ids);
+  pqxx::result rows;
+  if (full && owed.empty()) {
+    rows = tx.exec_prepared(full_statement_, shard_list, limit, pg_int_array(exclude_ids), low_xid,
+                            low.id, xid_list, id_list);
+  } else if (full) {
+    rows = tx.exec_prepared(full_storing_statement_, shard_list, limit, pg_int_array(exclude_ids),
+                            low_xid, low.id, xid_list, id_list, std::to_string(owed.end.xid),
+                            owed.end.id, pg_int_array(owed.shards));
+  } else if (owed.empty()) {
+    rows = tx.exec_prepared(log_only_statement_, shard_list, limit, low_xid, low.id, xid_list,
+                            id_list);
+  } else {
+    rows = tx.exec_prepared(log_only_storing_statement_, shard_list, limit, low_xid, low.id,
+                            xid_list, id_list, std::to_string(owed.end.xid), owed.end.id,
+                            pg_int_array(owed.shards));
+  }
   std::size_t heads = 0;
+  bool retry_pending = false;
   behind_watermark_ = false;
   for (const auto& r : rows) {
-    heads += !r[0].is_null() && r[10].as<bool>() ? 1 : 0;
-    behind_watermark_ = behind_watermark_ || r[0].is_null();
+    if (r[0].is_null()) {
+      const bool retry_marker = r[8].as<int>() == -1;
+      retry_pending = retry_pending || retry_marker;
+      behind_watermark_ = behind_watermark_ || !retry_marker;
+      continue;
+    }
+    heads += r[10].as<bool>() ? 1 : 0;
+  }
+  if (full && !retry_pending) {
+    cursor_.retry_found_empty(copies, start);
   }
   // Every due head, and log rows up to the limit: those past it stay after the cursor.
   const std::size_t log_room =
@@ -195,7 +259,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   LogPosition end{};
   for (const auto& r : rows) {
     if (r[0].is_null()) {
-      continue;  // the watermark marker
+      continue;  // a marker
     }
     const bool parked = r[10].as<bool>();
     if (!parked && log_kept++ == log_room) {
@@ -217,15 +281,15 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
 }
 
 LogStore::LogStore(pqxx::connection& conn, TableName table, const TableInfo& info,
-                   LogCursor& cursor, const ClaimOptions& options, std::size_t defer_progress_below)
+                   LogCursor& cursor, const ClaimOptions& options, ProgressDeferral deferral)
     : conn_(conn),
       table_(std::move(table)),
       partition_xids_(info.partition_xids),
       position_offset_(info.position_offset),
       cursor_(cursor),
-      defer_progress_below_(defer_progress_below),
+      deferral_(deferral),
       claims_(conn, table_, info.shard_count, info.position_offset, cursor, options,
-              defer_progress_below > 0 ? &owed_ : nullptr) {
+              deferral.below_events > 0 ? &owed_ : nullptr, deferral.ride_after) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
                              kFailed + " ELSE " + kPending + " END";
@@ -299,7 +363,7 @@ void LogStore::write_back(const std::vector<OutboxEvent>& batch,
   }
   std::sort(shards.begin(), shards.end());
   shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
-  if (ids.empty() && owed_.events() + batch.size() < defer_progress_below_) {
+  if (ids.empty() && owed_.events() + batch.size() < deferral_.below_events) {
     owed_.add(end, shards, batch.size());  // only progress: it rides on the next statement
     return;
   }
@@ -310,6 +374,9 @@ void LogStore::write_back(const std::vector<OutboxEvent>& batch,
     shards.insert(shards.end(), owed.shards.begin(), owed.shards.end());
     std::sort(shards.begin(), shards.end());
     shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  }
+  if (!ids.empty()) {
+    cursor_.copying_into_retry();  // before the statement: see LogCursor::retry_copies
   }
   store_progress(ids, xids, parked, verdicts, delays, errors, end, shards);
 }
@@ -398,10 +465,10 @@ Backlog LogStore::backlog(std::chrono::seconds stuck_after) {
 
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor, bool per_key_order,
-                                       std::size_t defer_progress_below) {
+                                       ProgressDeferral deferral) {
   const ClaimOptions options{info.headers, per_key_order, info.payload == PayloadType::kBytes};
   if (info.mode == TableMode::kLog) {
-    return std::make_unique<LogStore>(conn, table, info, cursor, options, defer_progress_below);
+    return std::make_unique<LogStore>(conn, table, info, cursor, options, deferral);
   }
   return std::make_unique<OutboxStore>(conn, table, options);
 }

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <chrono>
 #include <compare>
 #include <cstddef>
@@ -43,34 +44,73 @@ class LogCursor {
   void undo_last_claim() { positions_ = before_last_claim_; }
   void remember_before_claim() { before_last_claim_ = positions_; }
 
+  // Whether <table>_retry holds no pending row of the owned shards, as far as the claims know.
+  // A claim leaves _retry out (and the check that holds a key behind one of its rows) only
+  // while a full claim found none there, less than kRetryRecheck ago, and nothing was copied
+  // into it since. The write-back (another thread) counts its copies before its statement
+  // runs, so a claim that finds the count unchanged cannot have missed them; the settlement
+  // being written is still held in memory then (the relay's held keys). Rows put there by hand
+  // (requeue, replay) are seen by the next full claim, within kRetryRecheck.
+  static constexpr std::chrono::milliseconds kRetryRecheck{1000};
+  std::uint64_t retry_copies() const { return retry_copies_.load(); }
+  void copying_into_retry() { retry_copies_.fetch_add(1); }
+  // A full claim that began at `at`, when retry_copies() was `copies`, found no pending row.
+  void retry_found_empty(std::uint64_t copies, std::chrono::steady_clock::time_point at) {
+    empty_as_of_copies_ = copies;
+    empty_until_ = at + kRetryRecheck;
+  }
+  bool retry_known_empty(std::chrono::steady_clock::time_point now) const {
+    return empty_as_of_copies_ == retry_copies_.load() && now < empty_until_;
+  }
+
  private:
   std::map<int, LogPosition> positions_;
   std::map<int, LogPosition> before_last_claim_;
+  std::atomic<std::uint64_t> retry_copies_{0};
+  std::uint64_t empty_as_of_copies_ = 0;
+  std::chrono::steady_clock::time_point empty_until_{};  // the epoch: not known
 };
 
-// Progress a write-back left for later (LogStore's `defer_progress_below`). A batch Kafka took
-// whole, with nothing to copy into <table>_retry, changes nothing but its shards' progress, and
-// that write rides on the next claim or write-back on the lock session instead of costing a
+// How long progress that only moves may wait (LogStore). `below_events`: a write-back that
+// would only move progress is left for later while fewer events than that are owed (0: never
+// left). `ride_after`: the lock session's claim carries what is owed once its oldest part is
+// that old. A claim that stores is a write transaction (a transaction id, a commit record,
+// WAL) and costs PostgreSQL several times a claim that only reads; at low rates nearly every
+// claim found progress owed, so carrying it on each was most of the relay's database CPU.
+struct ProgressDeferral {
+  std::size_t below_events = 0;
+  std::chrono::milliseconds ride_after{0};
+};
+
+// Progress a write-back left for later (ProgressDeferral). A batch Kafka took whole, with
+// nothing to copy into <table>_retry, changes nothing but its shards' progress, and that write
+// rides on a later claim or the next write-back on the lock session instead of costing a
 // statement and a commit of its own: at low rates every batch is one event, and the write-back
 // was half the relay's statements. Lost with the session or a crash, it only sends those events
-// again; it is bounded in events (the store's limit) and in time (the relay's idle maintain()).
+// again; it is bounded in events (the store's limit) and in time (the relay stores it alone
+// once events stop or it grows old: EventStore::owed_times).
 // Shared by the write-back's thread and the relay's, which never use the lock session at once.
 class OwedProgress {
  public:
+  using Clock = std::chrono::steady_clock;
   struct Owed {
     LogPosition end;
     std::vector<int> shards;  // sorted, unique
     std::size_t events = 0;
-    std::chrono::steady_clock::time_point since;  // when the first of it was left
+    Clock::time_point oldest;  // when the first of it was left
+    Clock::time_point newest;  // when the last of it was left
     bool empty() const { return shards.empty(); }
   };
   // Every shard of `shards` has been read and settled up to `end`, `events` more events.
-  void add(LogPosition end, const std::vector<int>& shards, std::size_t events);
+  void add(LogPosition end, const std::vector<int>& shards, std::size_t events,
+           Clock::time_point now = Clock::now());
   // What is owed, leaving nothing.
   Owed take();
+  // What is owed if its oldest part was left at least `age` before `now`; else nothing, and
+  // it stays owed.
+  Owed take_if_older(std::chrono::milliseconds age, Clock::time_point now = Clock::now());
   std::size_t events() const;
-  // When the oldest progress owed was left; none when nothing is owed.
-  std::optional<std::chrono::steady_clock::time_point> since() const;
+  std::optional<EventStore::OwedTimes> times() const;
 
  private:
   mutable std::mutex mu_;
@@ -86,10 +126,11 @@ class OwedProgress {
 class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
-  // `owed`: the lock session's claim also stores the progress its store left for later.
+  // `owed`: the lock session's claim also stores the progress its store left for later, once
+  // its oldest part is `ride_after` old (ProgressDeferral).
   LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
             std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options = {},
-            OwedProgress* owed = nullptr);
+            OwedProgress* owed = nullptr, std::chrono::milliseconds ride_after = {});
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -99,11 +140,15 @@ class LogClaims : public EventClaims {
   TableName table_;
   int shard_count_;
   LogCursor& cursor_;
-  std::string claim_sql_;
-  bool payload_hex_ = false;     // ClaimOptions::bytes
-  std::string claim_statement_;  // claim_sql_'s prepared name
+  bool payload_hex_ = false;  // ClaimOptions::bytes
+  // Prepared names: the full claim (due retries, the log, whether _retry holds pending rows)
+  // and the log alone; each also after storing owed progress.
+  std::string full_statement_;
+  std::string log_only_statement_;
   OwedProgress* owed_;
-  std::string claim_storing_statement_;  // the claim after storing owed progress (prepared)
+  std::chrono::milliseconds ride_after_;
+  std::string full_storing_statement_;
+  std::string log_only_storing_statement_;
   bool behind_watermark_ = false;
 };
 
@@ -113,11 +158,10 @@ class LogClaims : public EventClaims {
 class LogStore : public EventStore {
  public:
   // `info`: the table as inspect_table found it (shards, partition size, position offset).
-  // `defer_progress_below` > 0: a write-back that would only move progress is left for
-  // later (OwedProgress) while fewer events than that are owed; the caller then calls
-  // flush() before it hands shards over, and maintain() when idle.
+  // `deferral`: what progress that only moves may wait for (OwedProgress); the caller then
+  // calls flush() before it hands shards over, and when owed_times() says it is due.
   LogStore(pqxx::connection& conn, TableName table, const TableInfo& info, LogCursor& cursor,
-           const ClaimOptions& options = {}, std::size_t defer_progress_below = 0);
+           const ClaimOptions& options = {}, ProgressDeferral deferral = {});
 
   LogClaims& claims() override { return claims_; }
   void write_back(const std::vector<OutboxEvent>& batch, const std::vector<std::int64_t>& delivered,
@@ -125,9 +169,7 @@ class LogStore : public EventStore {
   void unclaim(const std::vector<OutboxEvent>& batch) override;
   void maintain(const std::vector<int>& owned) override;
   void flush() override;
-  std::optional<std::chrono::steady_clock::time_point> owed_since() const override {
-    return owed_.since();
-  }
+  std::optional<OwedTimes> owed_times() const override { return owed_.times(); }
   Backlog backlog(std::chrono::seconds stuck_after) override;
   TableHealth health() override { return table_health(conn_, table_, true); }
 
@@ -137,7 +179,7 @@ class LogStore : public EventStore {
   std::int64_t partition_xids_;
   std::int64_t position_offset_;
   LogCursor& cursor_;
-  std::size_t defer_progress_below_;
+  ProgressDeferral deferral_;
   OwedProgress owed_;
   LogClaims claims_;
   // The write-back statement: copies and verdicts by event, then `shards` to `end`.
@@ -154,11 +196,10 @@ class LogStore : public EventStore {
 // The store and the claim for a table of either mode, as inspect_table found it
 // (`cursor` serves log mode only; it must outlive both).
 // `per_key_order` as ClaimOptions says; the headers column as `info` found it.
-// `defer_progress_below`: see LogStore (status mode ignores it).
+// `deferral`: see LogStore (status mode ignores it).
 std::unique_ptr<EventStore> open_store(pqxx::connection& conn, const TableName& table,
                                        const TableInfo& info, LogCursor& cursor,
-                                       bool per_key_order = true,
-                                       std::size_t defer_progress_below = 0);
+                                       bool per_key_order = true, ProgressDeferral deferral = {});
 std::unique_ptr<EventClaims> open_claims(pqxx::connection& conn, const TableName& table,
                                          const TableInfo& info, LogCursor& cursor,
                                          bool per_key_order = true);

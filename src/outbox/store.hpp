@@ -99,11 +99,14 @@ class EventStore {
   // Stores what write-backs left for later (log mode's owed progress), before the caller
   // hands shards over or stops. Status mode: nothing to do.
   virtual void flush() {}
-  // When the oldest of what flush() would store was left (none: nothing). The relay stores it
-  // once it is a little old, so that the status view and other replicas lag no more.
-  virtual std::optional<std::chrono::steady_clock::time_point> owed_since() const {
-    return std::nullopt;
-  }
+  // When the oldest and the newest of what flush() would store were left (none: nothing owed).
+  // The relay stores it alone once events stop or it grows old, so that the status view and
+  // other replicas lag no more.
+  struct OwedTimes {
+    std::chrono::steady_clock::time_point oldest;
+    std::chrono::steady_clock::time_point newest;
+  };
+  virtual std::optional<OwedTimes> owed_times() const { return std::nullopt; }
   // Counts for the monitor (the backlog metrics): pending, failed, stuck past `stuck_after`.
   virtual Backlog backlog(std::chrono::seconds stuck_after) = 0;
   // Signals of a polling queue heading for trouble: dead tuples, the oldest open

@@ -148,8 +148,9 @@ RunEnd Relay::run(std::stop_token stop) {
   while (!stop.stop_requested() && !kafka_credentials_changed()) {
     read_dsn();
     try {
-      Session session(config_.dsn, table_, {config_.columns, config_.shards},
-                      config_.publish.per_key_order, static_cast<std::size_t>(config_.batch_size));
+      Session session(
+          config_.dsn, table_, {config_.columns, config_.shards}, config_.publish.per_key_order,
+          ProgressDeferral{static_cast<std::size_t>(config_.batch_size), kOwedProgressRide});
       went_online(session);
       if (session.rebased() && session.rebased()->moved()) {
         metrics_.cluster_rebases.inc();
@@ -515,16 +516,17 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
   wait_for_work(s, p, std::min({config_.poll_interval, cap, store_owed_progress(s)}), stop);
 }
 
-// Log mode's owed progress (LogStore): a claim soon carries it while events keep coming; once
-// they stop, it is stored kOwedProgressAge after it was left, so that the status view, the
-// backlog and a replica taking the shards over lag no more than that. Returns how long the
-// wait before that may be.
+// Log mode's owed progress (LogStore): while events keep coming, a claim carries it once it is
+// kOwedProgressRide old; once they stop, it is stored alone kOwedProgressAge after the last of
+// it was left (or when it is kOwedProgressRide old, whichever comes first), so that the status
+// view, the backlog and a replica taking the shards over lag no more than that. Returns how
+// long the wait before that may be.
 std::chrono::milliseconds Relay::store_owed_progress(Session& s) {
-  const auto since = s.store().owed_since();
-  if (!since) {
+  const auto owed = s.store().owed_times();
+  if (!owed) {
     return config_.poll_interval;
   }
-  const auto due = *since + kOwedProgressAge;
+  const auto due = std::min(owed->oldest + kOwedProgressRide, owed->newest + kOwedProgressAge);
   if (const auto now = Clock::now(); now < due) {
     return std::chrono::ceil<std::chrono::milliseconds>(due - now);
   }

@@ -172,7 +172,10 @@ class Relay {
   void observe_delivery_lag(const Settlement& settled);
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                             std::set<std::string> held, TurnClock::time_point claimed_at);
+  // Owed progress (LogStore): stored alone this long after events stop; carried by a claim
+  // (a write on the lock session) at most once this long while they keep coming.
   static constexpr std::chrono::milliseconds kOwedProgressAge{100};
+  static constexpr std::chrono::milliseconds kOwedProgressRide{1000};
   std::chrono::milliseconds store_owed_progress(Session& s);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     TurnClock::time_point claimed_at, std::stop_token stop);

@@ -23,13 +23,13 @@ std::string first_checks(pqxx::connection& conn, const std::string& dsn) {
 }  // namespace
 
 Session::Session(const std::string& dsn, const TableName& table, const TableExpectations& expected,
-                 bool per_key_order, std::size_t defer_progress_below)
+                 bool per_key_order, ProgressDeferral deferral)
     : lock_conn_(dsn),
       tls_(first_checks(lock_conn_, dsn)),
       info_(inspect_table(lock_conn_, table, expected)),
       table_(info_.relay_table(table)),
       shards_(lock_conn_, table_, info_.shard_count),
-      store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order, defer_progress_below)),
+      store_(open_store(lock_conn_, table_, info_, cursor_, per_key_order, deferral)),
       claim_conn_(dsn),
       claims_(open_claims(claim_conn_, table_, info_, cursor_, per_key_order)),
       waiting_(claim_conn_, table_),

@@ -38,10 +38,10 @@ class Session {
   // SchemaError (no table, missing columns, a table other than `expected` says)
   // or pqxx::sql_error. `table` may be an adopted table: the
   // session then works on its copy, <table>_relay.
-  // `per_key_order`: see ClaimOptions. `defer_progress_below`: see LogStore (the relay
-  // passes its batch size, and flushes the store before it hands shards over).
+  // `per_key_order`: see ClaimOptions. `deferral`: see LogStore (the relay passes its batch
+  // size, and flushes the store before it hands shards over).
   Session(const std::string& dsn, const TableName& table, const TableExpectations& expected = {},
-          bool per_key_order = true, std::size_t defer_progress_below = 0);
+          bool per_key_order = true, ProgressDeferral deferral = {});
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -394,6 +394,52 @@ TEST(LogStore, AFailureWaitsInRetryHoldingItsKeyWhileOtherKeysFlow) {
       << "the status view shows every event sent";
 }
 
+// Most claims leave _retry out while it is known to hold no pending row of the shards. A
+// failure copied there by a write-back ends that at once: the next claim holds the key's later
+// event behind it (if it read the log alone, that event would go before the retry). Rows put
+// there by hand are found by the recheck within LogCursor::kRetryRecheck.
+TEST(LogStore, AClaimLeavesRetryOutOnlyWhileItHoldsNoPendingRow) {
+  LogTable t;
+  Reader reader(t);
+  t.insert_committed("k", 1);
+  ASSERT_EQ(reader.drain(1).size(), 1u);
+  EXPECT_TRUE(reader.cursor.retry_known_empty(std::chrono::steady_clock::now()))
+      << "the full claim found no pending row in _retry";
+  t.insert_committed("k", 2);
+  auto second = reader.claim_at_least(1);
+  ASSERT_EQ(second.size(), 1u);
+  reader.store->write_back(second, {}, {{second[0].id, false, std::chrono::hours(1), "boom"}},
+                           false);
+  EXPECT_FALSE(reader.cursor.retry_known_empty(std::chrono::steady_clock::now()))
+      << "a write-back that copied into _retry";
+  t.insert_committed("k", 3);
+  auto third = reader.claim_at_least(1);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_TRUE(third[0].held) << "the key's later event waits behind its retry";
+  reader.store->write_back(third, {}, {}, false);  // parked behind the retry
+
+  // A failed event requeued by hand, while the claims know _retry holds nothing pending.
+  t.insert_committed("other", 4);
+  auto fourth = reader.claim_at_least(1);
+  ASSERT_EQ(fourth.size(), 1u);
+  reader.store->write_back(fourth, {}, {{fourth[0].id, true, {}, "too large"}}, false);
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec("DELETE FROM " + t.table.quoted_with_suffix("_retry") +
+                                  " WHERE biz_id = 'k'");
+  EXPECT_TRUE(reader.claim().empty());
+  ASSERT_TRUE(reader.cursor.retry_known_empty(std::chrono::steady_clock::now()));
+  Selection failed;
+  failed.event_ids = {fourth[0].event_id};
+  ASSERT_EQ(requeue_failed(conn, t.table, failed, false).event_ids.size(), 1u);
+  const auto requeued_at = std::chrono::steady_clock::now();
+  auto again = reader.claim_at_least(1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, fourth[0].id);
+  EXPECT_LT(std::chrono::steady_clock::now() - requeued_at,
+            LogCursor::kRetryRecheck + std::chrono::seconds(2))
+      << "the recheck finds it";
+}
+
 // spec.relay.ordering None: a failure waiting in _retry holds nothing back; the
 // key's later events are read as free, and the retry goes alone when due.
 TEST(LogStore, WithoutPerKeyOrderAFailureHoldsNothingBack) {
@@ -471,7 +517,8 @@ TEST(LogStore, ProgressAloneRidesOnTheNextClaimOrFlushAndIsBoundedInEvents) {
         .as<int>();
   };
   Reader reader(t);
-  reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true, 5);
+  reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true,
+                            ProgressDeferral{5, std::chrono::milliseconds(0)});
   for (int i = 0; i < 3; ++i) {
     t.insert_committed("k" + std::to_string(i), i);
   }
@@ -501,6 +548,54 @@ TEST(LogStore, ProgressAloneRidesOnTheNextClaimOrFlushAndIsBoundedInEvents) {
   EXPECT_EQ(stored(), 4) << "2 owed, below the bound of 5";
   reader.deliver(second);
   EXPECT_EQ(stored(), 10) << "6 would be owed: written with this batch's write-back";
+}
+
+// A claim that stores owed progress is a write transaction; at low rates nearly every claim
+// found some owed. So a claim carries it only once its oldest part is ride_after old: younger,
+// it stays owed (the claim only reads), and flush() still stores it.
+TEST(LogStore, AClaimCarriesOwedProgressOnlyOnceItIsRideAfterOld) {
+  LogTable t;
+  pqxx::connection watch(t.dsn);
+  auto stored = [&] {
+    return pqxx::nontransaction(watch)
+        .exec("SELECT count(*) FROM " + t.table.quoted() + " e JOIN " +
+              t.table.quoted_with_suffix("_progress") +
+              " p ON p.shard = e.shard WHERE (e.xid, e.id) <= (p.xid, p.id)")[0][0]
+        .as<int>();
+  };
+  Reader reader(t);
+  reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true,
+                            ProgressDeferral{100, std::chrono::hours(1)});
+  for (int i = 0; i < 3; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  ASSERT_EQ(reader.drain(3).size(), 3u);
+  EXPECT_TRUE(reader.claim().empty());
+  EXPECT_TRUE(reader.claim().empty());
+  EXPECT_EQ(stored(), 0) << "claims before ride_after leave it owed";
+  ASSERT_TRUE(reader.store->owed_times().has_value());
+  reader.store->flush();
+  EXPECT_EQ(stored(), 3) << "flush stores it whatever its age";
+  EXPECT_FALSE(reader.store->owed_times().has_value());
+}
+
+TEST(OwedProgress, IsTakenForAClaimOnlyOnceItsOldestPartIsOldEnough) {
+  using namespace std::chrono_literals;
+  OwedProgress owed;
+  const auto t0 = OwedProgress::Clock::time_point{} + 1h;
+  owed.add(LogPosition{10, 1}, {2}, 1, t0);
+  owed.add(LogPosition{12, 5}, {0, 2}, 2, t0 + 600ms);
+  const auto times = owed.times();
+  ASSERT_TRUE(times.has_value());
+  EXPECT_EQ(times->oldest, t0);
+  EXPECT_EQ(times->newest, t0 + 600ms);
+  EXPECT_TRUE(owed.take_if_older(1s, t0 + 999ms).empty()) << "the oldest part is 999 ms old";
+  EXPECT_EQ(owed.events(), 3u) << "still owed";
+  const OwedProgress::Owed taken = owed.take_if_older(1s, t0 + 1s);
+  EXPECT_EQ(taken.events, 3u);
+  EXPECT_EQ(taken.end, (LogPosition{12, 5}));
+  EXPECT_EQ(taken.shards, (std::vector<int>{0, 2}));
+  EXPECT_FALSE(owed.times().has_value()) << "nothing is owed once taken";
 }
 
 // A table restored on another cluster: the identity recorded beside it differs. Under
