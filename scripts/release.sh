@@ -8,6 +8,7 @@
 #   crds.yaml                     the CRD, to apply with kubectl apply --server-side
 #   install.yaml                  the plain manifests (the chart rendered with defaults; with
 #                                 --push the packaged chart's, so the image by digest)
+#   install-release.sh            verifies a published release with cosign, then installs it
 #   kubectl-outbox                the kubectl plugin, and kubectl-outbox-VERSION.tar.gz (it and
 #                                 LICENSE) with outbox.krew.yaml, its krew manifest
 #   outbox-operator-VERSION.image.tar  with --image: the image built from the Dockerfile
@@ -121,6 +122,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp "$root/crds/outbox.dev_outboxrelays.yaml" "$out/crds.yaml"
 install -m 0755 "$root/kubectl-plugin/kubectl-outbox" "$out/kubectl-outbox"
+# What users verify and install the release with, beside it (docs/release.md).
+install -m 0755 "$root/scripts/install-release.sh" "$out/install-release.sh"
 # The plugin as krew installs it: an archive (the plugin and the licence, fixed owners, order
 # and times, so the same tree gives the same bytes and so the same sha256) and a manifest
 # naming the archive's sha256 and where the release's assets are downloaded from.

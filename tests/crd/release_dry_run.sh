@@ -29,20 +29,20 @@ mkdir -p "$tree/scripts" "$tree/tests"
 cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
   "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
 cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
-cp "$REPO_ROOT/scripts/release.sh" "$tree/scripts/"
+cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$tree/scripts/"
 sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
 if out=$("$tree/scripts/release.sh" "$version" --allow-dirty --out "$tmp/dist" 2>&1); then
   pass "release.sh $version writes the release"
 else
   fail "release.sh $version failed: $out"
 fi
-for f in "outbox-operator-$version.tgz" crds.yaml install.yaml kubectl-outbox "kubectl-outbox-$version.tar.gz" \
-  outbox.krew.yaml SHA256SUMS; do
+for f in "outbox-operator-$version.tgz" crds.yaml install.yaml install-release.sh kubectl-outbox \
+  "kubectl-outbox-$version.tar.gz" outbox.krew.yaml SHA256SUMS; do
   [ -s "$tmp/dist/$f" ] && pass "dist has $f" || fail "dist lacks $f"
 done
 (cd "$tmp/dist" && sha256sum --quiet -c SHA256SUMS) && pass "SHA256SUMS verifies" ||
   fail "SHA256SUMS does not verify"
-expect_eq "SHA256SUMS covers the six other files" "$(wc -l <"$tmp/dist/SHA256SUMS")" "6"
+expect_eq "SHA256SUMS covers the seven other files" "$(wc -l <"$tmp/dist/SHA256SUMS")" "7"
 packaged=$(tar -xzOf "$tmp/dist/outbox-operator-$version.tgz" outbox-operator/Chart.yaml)
 expect_contains "the packaged chart is version $version" "$packaged" "version: $version"
 expect_contains "the packaged chart carries the CRD" "$(tar -tzf "$tmp/dist/outbox-operator-$version.tgz")" \

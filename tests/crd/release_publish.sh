@@ -33,7 +33,8 @@ mkdir -p "$tree/scripts" "$tree/tests"
 cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
   "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
 cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
-cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/release-sbom.py" "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
+cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$REPO_ROOT/scripts/release-sbom.py" \
+  "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
 sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
 
 # make_image TAR MARKER: a one-layer image (what the SBOM reads: the binary's path and a
