@@ -163,10 +163,14 @@ chart_copy() {
   grep -q "^  repository: $repository$" "$v" || die "could not set image.repository in the chart's values"
 }
 
-# cosign_pw ARG...: cosign with the key's password on stdin (an empty one without
-# --key-password-file): never in argv, and COSIGN_PASSWORD is not passed on.
+# cosign_pw ARG...: cosign with the key's password on stdin, through a pipe (cosign takes a
+# character device, /dev/null too, for a terminal and would prompt): the file's content less
+# trailing newlines, or empty without --key-password-file. printf is a builtin, so the password
+# is in no process's argv; COSIGN_PASSWORD is not passed on.
 cosign_pw() {
-  env -u COSIGN_PASSWORD "$cosign" "$@" <"${key_password_file:-/dev/null}"
+  local pw=""
+  [ -z "$key_password_file" ] || pw=$(cat "$key_password_file")
+  env -u COSIGN_PASSWORD "$cosign" "$@" < <(printf '%s' "$pw")
 }
 if [ -n "$prefix" ]; then
   repository=$prefix/outbox-operator

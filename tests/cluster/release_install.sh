@@ -99,7 +99,7 @@ leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}
 
 # --- a tampered chart is refused and installs nothing -----------------------------------------
 mkdir -p "$tmp/evil" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil"
-sed -i 's/^description: /description: tampered /' "$tmp/evil/outbox-operator/Chart.yaml"
+sed -i 's|^home: .*|home: https://tampered.invalid|' "$tmp/evil/outbox-operator/Chart.yaml"
 "$HELM" package "$tmp/evil/outbox-operator" --destination "$tmp/evil" >/dev/null
 "$HELM" push "$tmp/evil/outbox-operator-$version.tgz" "oci://$prefix/charts" --ca-file "$OUTBOX_TEST_REGISTRY_CA" \
   >/dev/null 2>&1 || die "pushing the tampered chart failed"

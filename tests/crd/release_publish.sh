@@ -173,15 +173,15 @@ refused "an unsigned chart" "REFUSED: the chart"
 # 3. The same chart signed by someone else's key.
 (cd "$tmp" && COSIGN_PASSWORD="" "$COSIGN" generate-key-pair --output-key-prefix attacker >/dev/null 2>&1) ||
   die "cosign generate-key-pair failed"
-cosign sign --yes --key "$tmp/attacker.key" --tlog-upload=false "$prefix/charts/outbox-operator@$d2" </dev/null \
+cosign sign --yes --key "$tmp/attacker.key" --tlog-upload=false "$prefix/charts/outbox-operator@$d2" < <(:) \
   >/dev/null 2>&1 || die "signing with the other key failed"
 refused "a chart signed by another key" "REFUSED: the chart"
 # 4. A chart signed with the release's key that names an unsigned image: the image is checked too.
 tampered_chart "$evil_digest" "$tmp/chart-signed"
-sed -i 's/^description: /description: tampered /' "$tmp/chart-signed/outbox-operator/Chart.yaml"
+sed -i 's|^home: .*|home: https://tampered.invalid|' "$tmp/chart-signed/outbox-operator/Chart.yaml"
 "$HELM" package "$tmp/chart-signed/outbox-operator" --destination "$tmp/chart-signed" >/dev/null
 d4=$(push_chart "$tmp/chart-signed")
-cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d4" </dev/null \
+cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d4" < <(:) \
   >/dev/null 2>&1 || die "signing the chart naming an unsigned image failed"
 refused "a signed chart naming an unsigned image" "REFUSED: the image $prefix/outbox-operator@$evil_digest has no valid signature"
 # 5. A chart naming its image by tag only.
@@ -189,7 +189,7 @@ mkdir -p "$tmp/chart-tag" && tar -xzf "$dist/outbox-operator-$version.tgz" -C "$
 sed -i "s|^  digest: \"$digest\"|  digest: \"\"|" "$tmp/chart-tag/outbox-operator/values.yaml"
 "$HELM" package "$tmp/chart-tag/outbox-operator" --destination "$tmp/chart-tag" >/dev/null
 d5=$(push_chart "$tmp/chart-tag")
-cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d5" </dev/null \
+cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d5" < <(:) \
   >/dev/null 2>&1 || die "signing the chart naming its image by tag failed"
 refused "a chart naming its image by tag" "REFUSED: the chart names its image by tag"
 finish
