@@ -5,8 +5,8 @@
 # signed; scripts/install-release.sh verifies chart, image and SBOM with cosign and runs
 # `helm upgrade --install oci://...@<chart digest>`; the node's containerd then pulls the image
 # from the registry by digest (it was not imported: the node never had it under that name),
-# and the operator becomes Ready. A tampered chart pushed under the release's tag is refused
-# and installs nothing.
+# and the operator becomes Ready. A tampered chart pushed under the release's tag, and a chart
+# signed with the release's key that names an unsigned image, are refused and install nothing.
 # The operator installed here watches only its own namespace (watchNamespaces), beside the
 # one the other cluster tests share, and is uninstalled at the end.
 source "$(dirname "$0")/../crd/lib.sh"
@@ -109,4 +109,24 @@ else
   expect_contains "install-release.sh refuses the tampered chart" "$out" "REFUSED: the chart"
 fi
 expect_eq "no release was made of it" "$(helm list --namespace "$ns" --filter "^$name-evil\$" -q)" ""
+
+# --- a signed chart naming an image nobody signed is refused too ------------------------------
+# Another image (the test bed's tools image) pushed beside the release, unsigned, and a chart
+# naming it, signed with the release's key: the image's own signature is what is missing.
+evil_image=$(SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$CRANE" push "$images/tools.tar" "$prefix/outbox-operator:unsigned" 2>/dev/null) ||
+  die "pushing the unsigned image failed"
+mkdir -p "$tmp/evil2" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil2"
+sed -i "s|^  digest: \"$digest\"|  digest: \"${evil_image##*@}\"|" "$tmp/evil2/outbox-operator/values.yaml"
+"$HELM" package "$tmp/evil2/outbox-operator" --destination "$tmp/evil2" >/dev/null
+d2=$("$HELM" push "$tmp/evil2/outbox-operator-$version.tgz" "oci://$prefix/charts" --ca-file "$OUTBOX_TEST_REGISTRY_CA" 2>&1 |
+  sed -n 's/^Digest: *//p')
+[ -n "$d2" ] || die "pushing the chart naming the unsigned image failed"
+SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$COSIGN" sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false \
+  "$prefix/charts/outbox-operator@$d2" < <(:) >/dev/null 2>&1 || die "signing that chart failed"
+if out=$(install_release --release "$name-evil" --namespace "$ns" -- --wait --timeout 60s 2>&1); then
+  fail "install-release.sh installed a chart naming an unsigned image"
+else
+  expect_contains "install-release.sh refuses the unsigned image" "$out" "REFUSED: the image $evil_image"
+fi
+expect_eq "no release was made of that either" "$(helm list --namespace "$ns" --filter "^$name-evil\$" -q)" ""
 finish
