@@ -33,7 +33,11 @@ if [ "$phases" = "fast cluster" ]; then
   mkdir -p "$TESTBED_STATE"
   "$root/scripts/testbed/build-images.sh" >"$TESTBED_STATE/images.log" 2>&1 &
   images_pid=$!
-  trap '[ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null; "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true' EXIT
+  # cosign and actionlint (from the Go module proxy; minutes cold, cached after) likewise: the
+  # release tests that need them wait for this build (a lock per tool), the others do not.
+  "$root/scripts/testbed/build-release-tools.sh" cosign actionlint >"$TESTBED_STATE/release-tools.log" 2>&1 &
+  tools_pid=$!
+  trap '[ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null; kill "$tools_pid" 2>/dev/null; "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true' EXIT
 fi
 for phase in $phases; do
   # registry: the OCI registry the release tests publish to and the node pulls from.

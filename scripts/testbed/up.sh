@@ -489,7 +489,10 @@ EOC
 init_registry() {
   local d=$TESTBED_STATE/registry p tools port
   rm -rf "$d" && mkdir -p "$d/pki" "$d/data"
-  tools=$("$TESTBED_DIR/build-release-tools.sh" registry crane cosign) ||
+  # cosign is not needed to serve: the tests that sign take it from build-release-tools.sh
+  # (scripts/test.sh builds it beside the first phase), so a cold machine does not wait for
+  # its build here.
+  tools=$("$TESTBED_DIR/build-release-tools.sh" registry crane) ||
     abort registry "$TESTBED_CACHE/release-tools/build.log"
   printf '%s\n' "$tools" >"$d/tools"
   port=$(free_port) && echo "$port" >"$d/port"
@@ -524,13 +527,6 @@ http:
     certificate: $p/registry.crt
     key: $p/registry.key
 EOC
-  # The key pair the tests sign releases with (scripts/release.sh --key): an empty password,
-  # as the test bed's other credentials are throw-away too; cosign reads it from the
-  # environment only here, where it is empty.
-  mkdir -p "$d/signing"
-  (cd "$d/signing" && COSIGN_PASSWORD="" "$(grep '/cosign$' "$d/tools")" generate-key-pair) \
-    >"$d/signing.log" 2>&1 || abort registry "$d/signing.log" "cosign generate-key-pair failed"
-  chmod 600 "$d/signing/cosign.key"
   mkdir -p "$d/hosts/127.0.0.1:$port"
   cat >"$d/hosts/127.0.0.1:$port/hosts.toml" <<EOC
 server = "https://127.0.0.1:$port"
@@ -592,9 +588,6 @@ write_env() {
       q OUTBOX_TEST_REGISTRY "127.0.0.1:$(cat "$s/registry/port")"
       q OUTBOX_TEST_REGISTRY_CA "$s/registry/pki/ca.crt"
       q OUTBOX_TESTBED_CRANE "$(grep '/crane$' "$s/registry/tools")"
-      q OUTBOX_TESTBED_COSIGN "$(grep '/cosign$' "$s/registry/tools")"
-      q OUTBOX_TEST_COSIGN_KEY "$s/registry/signing/cosign.key"
-      q OUTBOX_TEST_COSIGN_PUB "$s/registry/signing/cosign.pub"
     fi
   } >"$f"
   chmod 600 "$f"  # holds the database password

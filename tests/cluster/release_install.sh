@@ -12,9 +12,9 @@
 source "$(dirname "$0")/../crd/lib.sh"
 use_kube
 use_helm
-require_env TESTBED_STATE OUTBOX_TEST_REGISTRY OUTBOX_TEST_REGISTRY_CA OUTBOX_TESTBED_CRANE OUTBOX_TESTBED_COSIGN \
-  OUTBOX_TEST_COSIGN_KEY OUTBOX_TEST_COSIGN_PUB OUTBOX_TEST_IMAGE
-export OUTBOX_TESTBED_BIN CRANE=$OUTBOX_TESTBED_CRANE COSIGN=$OUTBOX_TESTBED_COSIGN HELM
+require_env TESTBED_STATE OUTBOX_TEST_REGISTRY OUTBOX_TEST_REGISTRY_CA OUTBOX_TESTBED_CRANE OUTBOX_TEST_IMAGE
+COSIGN=$("$REPO_ROOT/scripts/testbed/build-release-tools.sh" cosign | tail -n1) || die "building cosign failed"
+export OUTBOX_TESTBED_BIN CRANE=$OUTBOX_TESTBED_CRANE COSIGN HELM
 ctr_node() { ctr --address "$TESTBED_STATE/node/containerd/containerd.sock" --namespace k8s.io "$@"; }
 ctr_node version >/dev/null 2>&1 || die "the node's containerd does not answer (up.sh ... node)"
 version=$(sed -n 's/^version: *//p' "$CHART_DIR/Chart.yaml")
@@ -22,6 +22,10 @@ name=$(unique_name relnode)
 ns=$name
 prefix=$OUTBOX_TEST_REGISTRY/$name
 tmp=$(mktemp -d)
+# The release's key pair, this run's own, with an empty password (cosign reads a password from
+# COSIGN_PASSWORD only here, where it is empty; release.sh gives it on a pipe).
+(cd "$tmp" && COSIGN_PASSWORD="" "$COSIGN" generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
+OUTBOX_TEST_COSIGN_KEY=$tmp/cosign.key OUTBOX_TEST_COSIGN_PUB=$tmp/cosign.pub
 cleanup() {
   helm uninstall "$name" --namespace "$ns" --wait --timeout 120s >/dev/null 2>&1 || true
   kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true

@@ -16,14 +16,20 @@
 # real image and installs it on the node.
 source "$(dirname "$0")/lib.sh"
 use_helm
-require_env OUTBOX_TEST_REGISTRY OUTBOX_TEST_REGISTRY_CA OUTBOX_TESTBED_CRANE OUTBOX_TESTBED_COSIGN \
-  OUTBOX_TEST_COSIGN_KEY OUTBOX_TEST_COSIGN_PUB
-export OUTBOX_TESTBED_BIN CRANE=$OUTBOX_TESTBED_CRANE COSIGN=$OUTBOX_TESTBED_COSIGN HELM
+require_env OUTBOX_TEST_REGISTRY OUTBOX_TEST_REGISTRY_CA OUTBOX_TESTBED_CRANE
+# cosign from the test bed's cache (scripts/test.sh builds it beside the first phase; this
+# waits for that build, or builds it).
+COSIGN=$("$REPO_ROOT/scripts/testbed/build-release-tools.sh" cosign | tail -n1) || die "building cosign failed"
+export OUTBOX_TESTBED_BIN CRANE=$OUTBOX_TESTBED_CRANE COSIGN HELM
 crane() { SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$CRANE" "$@"; }
 cosign() { SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$COSIGN" "$@"; }
 version=$(sed -n 's/^version: *//p' "$CHART_DIR/Chart.yaml")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The release's key pair, this run's own, with an empty password (cosign reads a password from
+# COSIGN_PASSWORD only here, where it is empty; release.sh gives it on a pipe).
+(cd "$tmp" && COSIGN_PASSWORD="" "$COSIGN" generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
+OUTBOX_TEST_COSIGN_KEY=$tmp/cosign.key OUTBOX_TEST_COSIGN_PUB=$tmp/cosign.pub
 # A repository path of this run's own: runs at once, or earlier runs, never meet.
 prefix=$OUTBOX_TEST_REGISTRY/$(unique_name release)
 
