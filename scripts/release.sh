@@ -186,9 +186,9 @@ if [ -n "$prefix" ]; then
   image_ref=$repository@$digest
   echo "release: image $image_ref" >&2
   # 2. Its SBOM, attested (a signed in-toto statement users verify with the image's key).
-  SOURCE_DATE_EPOCH=$mtime python3 "$root/scripts/release-sbom.py" --archive "$archive" --version "$version" --image "$image_ref" \
-    --librdkafka "$(sed -n 's/^version=//p' "$root/scripts/librdkafka.sh")" >"$out/sbom.spdx.json" ||
-    die "writing the SBOM failed"
+  SOURCE_DATE_EPOCH=$mtime python3 "$root/scripts/release-sbom.py" --archive "$archive" --version "$version" \
+    --image "$image_ref" --librdkafka "$(sed -n 's/^version=//p' "$root/scripts/librdkafka.sh")" \
+    >"$out/sbom.spdx.json" || die "writing the SBOM failed"
   cosign_pw sign "${sign_args[@]}" "$image_ref" || die "signing $image_ref failed"
   cosign_pw attest "${sign_args[@]}" --type spdxjson --predicate "$out/sbom.spdx.json" "$image_ref" ||
     die "attesting the SBOM of $image_ref failed"
