@@ -17,7 +17,8 @@
 #    (Kerberos), which the project does not support; PLAIN and SCRAM are librdkafka's own;
 #  - libkrb5 plugins and gconv modules serve Kerberos and iconv charset conversions,
 #    which nothing here uses.
-# Host prerequisites: ldd and the files copied (ca-certificates and tzdata installed).
+# Host prerequisites: ldd and the files copied (ca-certificates and tzdata installed), and
+# dpkg-query, for the package records below.
 set -euo pipefail
 die() { printf 'image-rootfs: %s\n' "$*" >&2; exit 1; }
 
@@ -29,6 +30,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
   die "$out is not empty (a leftover file would end up in the image)"
 fi
 command -v ldd >/dev/null || die "ldd is needed"
+command -v dpkg-query >/dev/null || die "dpkg-query is needed (the package records)"
 certs=/etc/ssl/certs/ca-certificates.crt
 zoneinfo=/usr/share/zoneinfo
 [ -s "$certs" ] || die "$certs is missing (install ca-certificates)"
@@ -67,6 +69,34 @@ while read -r soname arrow path _; do
   if [ "$arrow" != "=>" ] || [[ $path != /* ]]; then continue; fi
   install -m 0644 "$(readlink -f "$path")" "$out$libdir/$soname"
 done <<<"$ldd_out"
+
+# Package records, where distroless images keep them: /var/lib/dpkg/status.d/<package>, one
+# dpkg status paragraph per Debian package a copied file comes from. The image has no dpkg
+# database (nothing could run dpkg in it), so without these a vulnerability scanner finds no
+# package at all in it; the release's SBOM (scripts/release-sbom.py) is read from them too.
+# librdkafka, built from source into /usr/local, belongs to no Debian package: the SBOM names
+# it from scripts/librdkafka.sh. dpkg may know a file under /lib or under /usr/lib (merged /usr).
+owner() {
+  local p=$1 q
+  for q in "$p" "${p#/usr}"; do
+    dpkg-query -S "$q" 2>/dev/null | sed -n '1s/: .*//p' && return 0
+  done
+  return 0  # no package (librdkafka): nothing printed
+}
+packages=()
+while read -r _ arrow path _; do
+  if [ "$arrow" != "=>" ] || [[ $path != /* ]]; then continue; fi
+  packages+=("$(owner "$(readlink -f "$path")")")
+done <<<"$ldd_out"
+packages+=("$(owner "$(readlink -f "$interp")")")
+# The CA bundle is made by update-ca-certificates from this package's certificates; the time
+# zone files are tzdata's.
+packages+=(ca-certificates tzdata)
+mkdir -p "$out/var/lib/dpkg/status.d"
+for pkg in $(printf '%s\n' "${packages[@]}" | sed '/^$/d' | sort -u); do
+  dpkg-query -W -f='Package: ${Package}\nVersion: ${Version}\nArchitecture: ${Architecture}\nSource: ${source:Package} (${source:Version})\nStatus: install ok installed\n' \
+    "$pkg" >"$out/var/lib/dpkg/status.d/${pkg%%:*}" || die "dpkg-query knows no package $pkg"
+done
 
 # CA bundle, where libpq, librdkafka and OpenSSL look for it: the file itself, and
 # OpenSSL's default file (OPENSSLDIR/cert.pem) as a link to it, as Debian lays them out.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh machine it installs what is missing,
 # builds the test bed (cached) and the project, starts PostgreSQL, Kafka (one
-# broker, and a 3-node cluster for the failover tests) and kube-apiserver + etcd
-# on loopback, runs every test (labels unit, integration, e2e), then adds a real
+# broker, and a 3-node cluster for the failover tests), kube-apiserver + etcd and an
+# OCI registry on loopback, runs every test (labels unit, integration, e2e), then adds a real
 # node and runs the cluster tests (label cluster), and stops the services
 # whatever happens. Extra arguments go to ctest
 # (e.g. scripts/test.sh -L unit, scripts/test.sh -L cluster).
@@ -33,10 +33,15 @@ if [ "$phases" = "fast cluster" ]; then
   mkdir -p "$TESTBED_STATE"
   "$root/scripts/testbed/build-images.sh" >"$TESTBED_STATE/images.log" 2>&1 &
   images_pid=$!
-  trap '[ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null; "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true' EXIT
+  # cosign and actionlint (from the Go module proxy; minutes cold, cached after) likewise: the
+  # release tests that need them wait for this build (a lock per tool), the others do not.
+  "$root/scripts/testbed/build-release-tools.sh" cosign actionlint >"$TESTBED_STATE/release-tools.log" 2>&1 &
+  tools_pid=$!
+  trap '[ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null; kill "$tools_pid" 2>/dev/null; "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true' EXIT
 fi
 for phase in $phases; do
-  services=(pg pg2 kafka kafka3 kube)
+  # registry: the OCI registry the release tests publish to and the node pulls from.
+  services=(pg pg2 kafka kafka3 kube registry)
   filter=(-LE cluster)
   if [ "$phase" = cluster ]; then services+=(node) filter=(-L cluster); fi
   if [ "$phase" = cluster ] && [ -n "$images_pid" ]; then

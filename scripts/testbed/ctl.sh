@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctl.sh <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>
+# ctl.sh <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node|registry> <start|stop|restart|status|kill9>
 # Controls one service of a test bed that up.sh initialised, on the ports that
 # up.sh recorded in $TESTBED_STATE, so tests can take a broker or the database
 # down and bring it back at the same address.
@@ -15,13 +15,13 @@
 # pg2 is the second PostgreSQL cluster (up.sh pg2), run exactly as pg.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-usage() { die "usage: $0 <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node> <start|stop|restart|status|kill9>"; }
+usage() { die "usage: $0 <pg|pg2|kafka|kafka3|kafka3-1|kafka3-2|kafka3-3|kube|node|registry> <start|stop|restart|status|kill9>"; }
 [ $# -eq 2 ] || usage
 svc=$1 action=$2
 # kind: which functions below serve the service (the nodes of kafka3 share theirs).
 kind=$svc d="$TESTBED_STATE/$svc"
 case $svc in
-  pg|kafka|kafka3|kube|node) ;;
+  pg|kafka|kafka3|kube|node|registry) ;;
   pg2) kind=pg ;;
   kafka3-[123]) kind=kafka3node d="$TESTBED_STATE/kafka3/${svc#kafka3-}" ;;
   *) usage ;;
@@ -53,6 +53,7 @@ procs() {
     pg)    echo "$d/pid:$d/postgres.log:INT:60" ;;  # SIGINT = fast shutdown
     kafka) echo "$d/pid:$d/kafka.log:TERM:60" ;;
     kafka3node) echo "$d/pid:$d/kafka.log:TERM:${KAFKA3_TERM_SECONDS:-60}" ;;
+    registry) echo "$d/pid:$d/registry.log:TERM:30" ;;
     kube)  echo "$d/etcd.pid:$d/etcd.log:TERM:30"
            echo "$d/apiserver.pid:$d/apiserver.log:TERM:60" ;;
     node)  local c
@@ -78,6 +79,12 @@ etcd_ready() { [[ $(curl -sf "http://127.0.0.1:$(cat "$d/etcd_port")/health" 2>/
 apiserver_ready() {
   [ "$(curl -s --max-time 5 --cacert "$d/pki/ca.crt" --cert "$d/pki/admin.crt" --key "$d/pki/admin.key" \
         "https://127.0.0.1:$port/readyz" 2>/dev/null)" = ok ]
+}
+
+# The registry answers the API's base endpoint over TLS verified against its own CA.
+registry_ready() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$d/pki/ca.crt" \
+        "https://127.0.0.1:$port/v2/" 2>/dev/null)" = 200 ]
 }
 
 # wait_ready NAME PIDFILE LOGFILE SECONDS CHECK: waits for CHECK, failing early when
@@ -117,6 +124,12 @@ start_kafka3node() {
     -cp "$(cat "$d/../lib")/*" kafka.Kafka "$d/server.properties"
   # Longer than the single broker's: three JVMs may start at once on 2 cores.
   wait_ready "$svc" "$d/pid" "$d/kafka.log" 180 kafka_ready
+}
+start_registry() {
+  local bin
+  bin=$(grep '/registry$' "$d/tools")
+  spawn "$d/pid" "$d/registry.log" "$bin" serve "$d/config.yml"
+  wait_ready registry "$d/pid" "$d/registry.log" 30 registry_ready
 }
 start_kube() {
   local bin ep pp
@@ -249,7 +262,7 @@ do_stop() { # do_stop TERM|KILL: TERM = each its own clean stop, in reverse star
 # The ports a service listens on: all must be free before it starts.
 ports() {
   case $kind in
-    pg) echo "$port" ;;
+    pg|registry) echo "$port" ;;
     kafka) echo "$port $(cat "$d/controller_port") $(cat "$d/pod_port" 2>/dev/null)" ;;
     kafka3node) echo "$port $(cat "$d/controller_port")" ;;
     kube) echo "$port $(cat "$d/etcd_port") $(cat "$d/etcd_peer_port")" ;;

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 purge=0
 case ${1:-} in --purge) purge=1 ;; "") ;; *) die "usage: $0 [--purge]" ;; esac
 rc=0
-for s in node kube kafka3 kafka pg2 pg; do
+for s in node registry kube kafka3 kafka pg2 pg; do
   [ -f "$TESTBED_STATE/$s/port" ] || continue
   "$TESTBED_DIR/ctl.sh" "$s" stop || rc=1
 done

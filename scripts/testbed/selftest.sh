@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# selftest.sh [pg] [kafka] [kafka3] [kube]   (default: all four)
+# selftest.sh [pg] [kafka] [kafka3] [kube] [registry]   (default: all five)
 # End-to-end check of the test bed itself: up.sh, then each service is used
 # with its real client, stopped, killed and restarted through ctl.sh, then
 # down.sh, and finally no process of the test bed may be left. For kafka3 one
-# node is also killed alone: the other two must keep serving acks=all writes.
+# node is also killed alone: the other two must keep serving acks=all writes. For the
+# registry, an image pushed before the restarts must still be there after them.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(pg kafka kafka3 kube)
+[ ${#services[@]} -gt 0 ] || services=(pg kafka kafka3 kube registry)
 has() { [[ " ${services[*]} " == *" $1 "* ]]; }
 ok() { log "ok: $*"; }
 fail() { log "FAIL: $*"; "$TESTBED_DIR/down.sh" || true; exit 1; }
@@ -63,16 +64,32 @@ check_kube() {
   v=$("$OUTBOX_TESTBED_BIN/etcd" --version)
   [[ $v == *"etcd Version: ${ETCD_VERSION#v}"* ]] || { log "etcd version says: $v"; return 1; }
 }
+# check_registry: an image pushed over TLS verified against the registry's CA reads back by
+# digest; the one pushed first (before any restart) still does.
+registry_first=""
+check_registry() {
+  local d tar=$TESTBED_STATE/selftest-image.tar ref
+  d=$(mktemp -d) && echo "selftest $RANDOM" >"$d/hello" && tar -C "$d" -cf "$d.tar" hello && rm -rf "$d"
+  ref=$OUTBOX_TEST_REGISTRY/selftest/hello:$RANDOM
+  SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$OUTBOX_TESTBED_CRANE" append -f "$d.tar" -t "$ref" -o "$tar" >/dev/null 2>&1 &&
+    rm -f "$d.tar" || return 1
+  ref=$(SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$OUTBOX_TESTBED_CRANE" push "$tar" "$ref" 2>/dev/null) || return 1
+  rm -f "$tar"
+  [ -n "$registry_first" ] || registry_first=$ref
+  SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$OUTBOX_TESTBED_CRANE" manifest "$ref" >/dev/null 2>&1 &&
+    SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$OUTBOX_TESTBED_CRANE" manifest "$registry_first" >/dev/null 2>&1
+}
 port_of() {
   case $1 in
     pg) echo "$OUTBOX_TEST_PG_PORT" ;;
     kafka) echo "${OUTBOX_TEST_KAFKA_BOOTSTRAP##*:}" ;;
     kafka3) echo "${OUTBOX_TEST_KAFKA3_BOOTSTRAP##*:}" ;;  # node 3's
     kube) s=${OUTBOX_TEST_KUBE_SERVER##*:}; echo "${s%/}" ;;
+    registry) echo "${OUTBOX_TEST_REGISTRY##*:}" ;;
   esac
 }
 
-for s in pg kafka kafka3 kube; do
+for s in pg kafka kafka3 kube registry; do
   has "$s" || continue
   "check_$s" || fail "$s does not work after up.sh"
   ok "$s works"

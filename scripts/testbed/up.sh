@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh [pg] [pg2] [kafka] [kafka3] [kube] [node]   (default: pg kafka kube)
+# up.sh [pg] [pg2] [kafka] [kafka3] [kube] [node] [registry]   (default: pg kafka kube)
 # Starts a local test bed on free loopback ports, state and logs under
 # $TESTBED_STATE (default <repo>/.testbed/run), and writes $TESTBED_STATE/env
 # with the OUTBOX_TEST_* variables the tests read. The env file's path is the
@@ -15,7 +15,7 @@ as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
 services=("$@")
 [ ${#services[@]} -gt 0 ] || services=(pg kafka kube)
 for s in "${services[@]}"; do
-  case $s in pg|pg2|kafka|kafka3|kube|node) ;; *) die "unknown service '$s' (pg, pg2, kafka, kafka3, kube, node)" ;; esac
+  case $s in pg|pg2|kafka|kafka3|kube|node|registry) ;; *) die "unknown service '$s' (pg, pg2, kafka, kafka3, kube, node, registry)" ;; esac
 done
 mkdir -p "$TESTBED_STATE"
 
@@ -427,6 +427,10 @@ state = "$c/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$c/runc"
+  # Registries by host: only the test bed's own (up.sh registry), with its CA; any other
+  # name still meets the dead proxy (ctl.sh) and fails at once.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$TESTBED_STATE/registry/hosts"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$d/cni/net.d"
@@ -462,13 +466,73 @@ authentication:
 authorization: {mode: Webhook}
 makeIPTablesUtilChains: false
 podLogsDir: $d/pod-logs
-# Images come only from ctl.sh's imports and can never be pulled again: never collect them.
+# Images come from ctl.sh's imports, which could never be pulled again, and from the test
+# bed's registry (the release tests): never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 # Faster status and pod updates than the defaults, for tests that wait on them.
 nodeStatusUpdateFrequency: 4s
 syncFrequency: 10s
+EOC
+}
+
+# --- OCI registry (CNCF Distribution) ---------------------------------------------------
+# Where scripts/release.sh publishes in the tests (image by digest, chart as an OCI artifact,
+# signatures and SBOM beside them) and what the node's containerd pulls the released image
+# from. TLS with a certificate for 127.0.0.1 and localhost signed by a CA of its own
+# (registry/pki/ca.crt): clients verify it, as they would a public registry's; none is told to
+# skip verification or to speak plain HTTP. No authentication: it listens on loopback only.
+# The node's containerd finds the CA through registry/hosts/<host:port>/hosts.toml, which it
+# reads at each pull (write_node_configs points it there), so the registry and the node may
+# start in either order.
+init_registry() {
+  local d=$TESTBED_STATE/registry p tools port
+  rm -rf "$d" && mkdir -p "$d/pki" "$d/data"
+  # cosign is not needed to serve: the tests that sign take it from build-release-tools.sh
+  # (scripts/test.sh builds it beside the first phase), so a cold machine does not wait for
+  # its build here.
+  tools=$("$TESTBED_DIR/build-release-tools.sh" registry crane) ||
+    abort registry "$TESTBED_CACHE/release-tools/build.log"
+  printf '%s\n' "$tools" >"$d/tools"
+  port=$(free_port) && echo "$port" >"$d/port"
+  p=$d/pki
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj /CN=outbox-testbed-registry-ca \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+      -keyout "$p/ca.key" -out "$p/ca.crt"
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$p/registry.key" -out "$p/registry.csr"
+    printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'extendedKeyUsage=serverAuth' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' >"$p/server.ext"
+    openssl x509 -req -in "$p/registry.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -sha256 \
+      -days 30 -extfile "$p/server.ext" -out "$p/registry.crt"
+  } >"$d/pki.log" 2>&1 || abort registry "$d/pki.log" "making the registry's certificates failed"
+  chmod 600 "$p"/*.key
+  cat >"$d/config.yml" <<EOC
+version: 0.1
+log:
+  level: info
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  # A test may replace what a tag points at (a tampered image), never delete by hand.
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: 127.0.0.1:$port
+  tls:
+    certificate: $p/registry.crt
+    key: $p/registry.key
+EOC
+  mkdir -p "$d/hosts/127.0.0.1:$port"
+  cat >"$d/hosts/127.0.0.1:$port/hosts.toml" <<EOC
+server = "https://127.0.0.1:$port"
+[host."https://127.0.0.1:$port"]
+  capabilities = ["pull", "resolve"]
+  ca = "$p/ca.crt"
 EOC
 }
 
@@ -519,6 +583,11 @@ write_env() {
       [ ! -f "$s/kafka/pod_port" ] || q OUTBOX_TEST_POD_KAFKA_BOOTSTRAP "$POD_BRIDGE_IP:$(cat "$s/kafka/pod_port")"
       [ ! -f "$s/kafka/pod_scram_port" ] ||
         q OUTBOX_TEST_POD_KAFKA_SCRAM_BOOTSTRAP "$POD_BRIDGE_IP:$(cat "$s/kafka/pod_scram_port")"
+    fi
+    if up registry; then
+      q OUTBOX_TEST_REGISTRY "127.0.0.1:$(cat "$s/registry/port")"
+      q OUTBOX_TEST_REGISTRY_CA "$s/registry/pki/ca.crt"
+      q OUTBOX_TESTBED_CRANE "$(grep '/crane$' "$s/registry/tools")"
     fi
   } >"$f"
   chmod 600 "$f"  # holds the database password

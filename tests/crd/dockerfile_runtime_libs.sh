@@ -89,6 +89,14 @@ expect_eq "every library ldd lists is in the rootfs" "${missing[*]}" ""
 
 [ -s "$root/etc/ssl/certs/ca-certificates.crt" ] && pass "CA bundle" || fail "no /etc/ssl/certs/ca-certificates.crt"
 [ -f "$root/usr/share/zoneinfo/Europe/Berlin" ] && pass "zoneinfo" || fail "no /usr/share/zoneinfo"
+# Package records for scanners and the SBOM (scripts/release-sbom.py): one per Debian package a
+# copied file came from, in dpkg's status format.
+for pkg in libc6 libpq5 libssl3 libstdc++6 ca-certificates tzdata; do
+  expect_eq "/var/lib/dpkg/status.d records $pkg" \
+    "$(sed -n 's/^Package: //p' "$root/var/lib/dpkg/status.d/$pkg" 2>/dev/null)" "$pkg"
+done
+expect_eq "every record names a version" \
+  "$(grep -L '^Version: .' "$root"/var/lib/dpkg/status.d/* | tr '\n' ' ')" ""
 expect_eq "passwd names 65532 nonroot" "$(awk -F: '$3 == 65532 {print $1 ":" $4}' "$root/etc/passwd")" "nonroot:65532"
 expect_eq "group names 65532 nonroot" "$(awk -F: '$3 == 65532 {print $1}' "$root/etc/group")" "nonroot"
 
@@ -97,7 +105,9 @@ for f in bin/sh usr/bin/sh bin/bash usr/bin/bash bin/dash usr/bin/dash bin/busyb
   if [ -e "$root/$f" ] || [ -L "$root/$f" ]; then fail "the rootfs has /$f"; else pass "no /$f"; fi
 done
 tools=$(cd "$root" && find . \( -name 'apt*' -o -name 'dpkg*' -o -name ls -o -name cat -o -name env \
-  -o -name id -o -name touch \) -not -path './usr/share/zoneinfo/*' | sort | tr '\n' ' ')
+  -o -name id -o -name touch \) -not -path './usr/share/zoneinfo/*' -not -path ./var/lib/dpkg | sort | tr '\n' ' ')
+# /var/lib/dpkg is data, the package records, and holds nothing else.
+expect_eq "/var/lib/dpkg holds only status.d" "$(find "$root/var/lib/dpkg" -mindepth 1 -maxdepth 1 -printf '%f ')" "status.d "
 expect_eq "no apt, dpkg or coreutils" "$tools" ""
 executables=$(cd "$root" && find . -type f -perm -u+x -not -path './usr/lib/*' -not -path './usr/lib64/*' | sort | tr '\n' ' ')
 expect_eq "the only executable outside the library directories is the binary" "$executables" "./usr/local/bin/outbox-operator "

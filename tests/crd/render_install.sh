@@ -5,8 +5,12 @@
 # preceded by that Namespace. Regenerate the file after a chart change with
 #   OUTBOX_TESTBED_BIN=<dir with helm> tests/crd/render_install.sh > operator/install.yaml
 # (tests/crd/install_manifest_sync.sh fails while the file is stale).
+# Usage: render_install.sh [CHART]: CHART (a directory or a packaged .tgz) instead of the
+# repository's chart; scripts/release.sh renders the released chart, which names the image
+# by digest, this way.
 source "$(dirname "$0")/lib.sh"
 use_helm
+chart=${1:-$CHART_DIR}
 cat <<'HEADER'
 # outbox-operator: plain manifests for a kubectl-only install.
 #
@@ -28,4 +32,4 @@ metadata:
     # The operator's pods meet the restricted Pod Security Standard.
     pod-security.kubernetes.io/enforce: restricted
 HEADER
-"$HELM" template outbox-operator "$CHART_DIR" --namespace outbox-system
+"$HELM" template outbox-operator "$chart" --namespace outbox-system

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2015
+# cluster: a release as a user pulls it, on the test bed's node. scripts/release.sh publishes
+# this tree's image (the archive build-images.sh made) and chart to the test bed's registry,
+# signed; scripts/install-release.sh verifies chart, image and SBOM with cosign and runs
+# `helm upgrade --install oci://...@<chart digest>`; the node's containerd then pulls the image
+# from the registry by digest (it was not imported: the node never had it under that name),
+# and the operator becomes Ready. A tampered chart pushed under the release's tag, and a chart
+# signed with the release's key that names an unsigned image, are refused and install nothing.
+# The operator installed here watches only its own namespace (watchNamespaces), beside the
+# one the other cluster tests share, and is uninstalled at the end.
+source "$(dirname "$0")/../crd/lib.sh"
+use_kube
+use_helm
+require_env TESTBED_STATE OUTBOX_TEST_REGISTRY OUTBOX_TEST_REGISTRY_CA OUTBOX_TESTBED_CRANE OUTBOX_TEST_IMAGE
+COSIGN=$("$REPO_ROOT/scripts/testbed/build-release-tools.sh" cosign | tail -n1) || die "building cosign failed"
+export OUTBOX_TESTBED_BIN CRANE=$OUTBOX_TESTBED_CRANE COSIGN HELM
+ctr_node() { ctr --address "$TESTBED_STATE/node/containerd/containerd.sock" --namespace k8s.io "$@"; }
+ctr_node version >/dev/null 2>&1 || die "the node's containerd does not answer (up.sh ... node)"
+version=$(sed -n 's/^version: *//p' "$CHART_DIR/Chart.yaml")
+name=$(unique_name relnode)
+ns=$name
+prefix=$OUTBOX_TEST_REGISTRY/$name
+tmp=$(mktemp -d)
+# The release's key pair, this run's own, with an empty password (cosign reads a password from
+# COSIGN_PASSWORD only here, where it is empty; release.sh gives it on a pipe).
+(cd "$tmp" && COSIGN_PASSWORD="" "$COSIGN" generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
+OUTBOX_TEST_COSIGN_KEY=$tmp/cosign.key OUTBOX_TEST_COSIGN_PUB=$tmp/cosign.pub
+cleanup() {
+  helm uninstall "$name" --namespace "$ns" --wait --timeout 120s >/dev/null 2>&1 || true
+  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# --- publish this tree's image and chart --------------------------------------------------
+images=$("$REPO_ROOT/scripts/testbed/build-images.sh" | tail -n1) || die "build-images.sh failed"
+expect_eq "the archive is this tree's image" "$(cat "$images/outbox-operator.ref")" "$OUTBOX_TEST_IMAGE"
+tree=$tmp/tree
+mkdir -p "$tree/scripts" "$tree/tests"
+cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
+  "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
+cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
+cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$REPO_ROOT/scripts/release-sbom.py" \
+  "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
+sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
+if out=$("$tree/scripts/release.sh" "$version" --allow-dirty --out "$tmp/dist" \
+  --image-archive "$images/outbox-operator.tar" --push "$prefix" --key "$OUTBOX_TEST_COSIGN_KEY" --no-tlog \
+  --registry-ca "$OUTBOX_TEST_REGISTRY_CA" 2>&1); then
+  pass "release.sh published $version to $prefix"
+else
+  die "release.sh --push failed: $out"
+fi
+image=$(sed -n 's/^image=//p' "$tmp/dist/published.env")
+chart=$(sed -n 's/^chart=//p' "$tmp/dist/published.env")
+digest=${image##*@}
+# The project image's SBOM lists the Debian packages its libraries come from.
+for pkg in libc6 libpq5 libssl3; do
+  grep -q "\"pkg:deb/debian/$pkg@" "$tmp/dist/sbom.spdx.json" && pass "the SBOM lists $pkg" ||
+    fail "the SBOM does not list $pkg"
+done
+expect_eq "the node has no image of $prefix before the install" \
+  "$(ctr_node images ls -q | grep -c "^$prefix/" || true)" "0"
+
+# --- install as a user would ------------------------------------------------------------------
+install_release() {
+  KUBECONFIG=$OUTBOX_TEST_KUBECONFIG "$REPO_ROOT/scripts/install-release.sh" "$version" --chart "$chart" \
+    --key "$OUTBOX_TEST_COSIGN_PUB" --no-tlog --registry-ca "$OUTBOX_TEST_REGISTRY_CA" "$@"
+}
+if out=$(install_release --release "$name" --namespace "$ns" -- --set "watchNamespaces={$ns}" \
+  --set log.format=text --wait --timeout 300s 2>&1); then
+  pass "install-release.sh verified and installed $chart"
+else
+  fail "install-release.sh failed: $out
+$(kubectl -n "$ns" get pods -o wide 2>&1)
+$(kubectl -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -n 20)"
+fi
+expect_contains "the chart's signature was verified" "$out" "signature verified"
+expect_contains "the image's SBOM attestation was verified" "$out" "SBOM attestation verified"
+deploy=$(kubectl -n "$ns" get deploy -l "app.kubernetes.io/instance=$name" -o name | head -n1)
+[ -n "$deploy" ] || die "no Deployment of release $name in $ns"
+if kubectl -n "$ns" wait --for=condition=Available "$deploy" --timeout=240s >/dev/null 2>&1; then
+  pass "the operator is Available"
+else
+  fail "the operator did not become Available:
+$(kubectl -n "$ns" get pods -o wide 2>&1)
+$(kubectl -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -n 20)"
+fi
+expect_eq "it runs the released image by digest" \
+  "$(kubectl -n "$ns" get "$deploy" -o jsonpath='{.spec.template.spec.containers[0].image}')" "$image"
+expect_eq "its relays will run the same image" \
+  "$(kubectl -n "$ns" get "$deploy" -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="OUTBOX_RELAY_IMAGE")].value}')" \
+  "$image"
+image_ids=$(kubectl -n "$ns" get pods -l "app.kubernetes.io/instance=$name" \
+  -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+expect_contains "the pods run the pulled digest" "$image_ids" "$digest"
+expect_contains "the node pulled it from the registry" "$(ctr_node images ls -q)" "$image"
+grep -q "GET /v2/${prefix#*/}/outbox-operator/manifests/$digest.*containerd" \
+  "$TESTBED_STATE/registry/registry.log" && pass "containerd fetched the manifest from the registry" ||
+  fail "the registry's log shows no fetch of $digest by containerd"
+leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}' 2>/dev/null)
+[ -n "$leader" ] && pass "an operator pod leads ($leader)" || fail "no operator pod holds the Lease in $ns"
+
+# --- a tampered chart is refused and installs nothing -----------------------------------------
+mkdir -p "$tmp/evil" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil"
+sed -i 's|^home: .*|home: https://tampered.invalid|' "$tmp/evil/outbox-operator/Chart.yaml"
+"$HELM" package "$tmp/evil/outbox-operator" --destination "$tmp/evil" >/dev/null
+"$HELM" push "$tmp/evil/outbox-operator-$version.tgz" "oci://$prefix/charts" --ca-file "$OUTBOX_TEST_REGISTRY_CA" \
+  >/dev/null 2>&1 || die "pushing the tampered chart failed"
+if out=$(install_release --release "$name-evil" --namespace "$ns" -- --wait --timeout 60s 2>&1); then
+  fail "install-release.sh installed a tampered chart"
+else
+  expect_contains "install-release.sh refuses the tampered chart" "$out" "REFUSED: the chart"
+fi
+expect_eq "no release was made of it" "$(helm list --namespace "$ns" --filter "^$name-evil\$" -q)" ""
+
+# --- a signed chart naming an image nobody signed is refused too ------------------------------
+# Another image (the test bed's tools image) pushed beside the release, unsigned, and a chart
+# naming it, signed with the release's key: the image's own signature is what is missing.
+evil_image=$(SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$CRANE" push "$images/tools.tar" "$prefix/outbox-operator:unsigned" 2>/dev/null) ||
+  die "pushing the unsigned image failed"
+mkdir -p "$tmp/evil2" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil2"
+sed -i "s|^  digest: \"$digest\"|  digest: \"${evil_image##*@}\"|" "$tmp/evil2/outbox-operator/values.yaml"
+"$HELM" package "$tmp/evil2/outbox-operator" --destination "$tmp/evil2" >/dev/null
+d2=$("$HELM" push "$tmp/evil2/outbox-operator-$version.tgz" "oci://$prefix/charts" --ca-file "$OUTBOX_TEST_REGISTRY_CA" 2>&1 |
+  sed -n 's/^Digest: *//p')
+[ -n "$d2" ] || die "pushing the chart naming the unsigned image failed"
+SSL_CERT_FILE=$OUTBOX_TEST_REGISTRY_CA "$COSIGN" sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false \
+  "$prefix/charts/outbox-operator@$d2" < <(:) >/dev/null 2>&1 || die "signing that chart failed"
+if out=$(install_release --release "$name-evil" --namespace "$ns" -- --wait --timeout 60s 2>&1); then
+  fail "install-release.sh installed a chart naming an unsigned image"
+else
+  expect_contains "install-release.sh refuses the unsigned image" "$out" "REFUSED: the image $evil_image"
+fi
+expect_eq "no release was made of that either" "$(helm list --namespace "$ns" --filter "^$name-evil\$" -q)" ""
+finish
