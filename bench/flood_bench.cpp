@@ -32,7 +32,7 @@ double median_claim_ms(const FloodParams& p, const TableName& table) {
   std::vector<double> ms;
   for (int i = 0; i < 5; ++i) {
     const auto start = Clock::now();
-    cursor = LogCursor{};
+    cursor.forget();
     if (claims->claim_batch(shards, p.batch, {}).empty()) {
       throw std::runtime_error("(u) the claim found nothing in " + table.plain());
     }

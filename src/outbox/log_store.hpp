@@ -43,6 +43,12 @@ class LogCursor {
   // Puts the positions back to before the last claim (its batch is not sent).
   void undo_last_claim() { positions_ = before_last_claim_; }
   void remember_before_claim() { before_last_claim_ = positions_; }
+  // Forgets every position and what it knew of _retry: the next claim is a new reader's.
+  void forget() {
+    positions_.clear();
+    before_last_claim_.clear();
+    empty_until_ = {};
+  }
 
   // Whether <table>_retry holds no pending row of the owned shards, as far as the claims know.
   // A claim leaves _retry out (and the check that holds a key behind one of its rows) only
