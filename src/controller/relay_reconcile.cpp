@@ -33,11 +33,12 @@ kube::Watches relay_watches(const std::vector<std::string>& namespaces) {
   watches.owned = owned_kinds();
   watches.namespaces = namespaces;
   // The caches hold every OutboxRelay and every object they own: managedFields would about
-  // double their memory, and nothing here reads them.
-  watches.primary_options.transform = kube::strip_managed_fields;
+  // double their memory, and nothing here reads them (annotation_manager reads them live).
+  // Dropped while parsing, so that a relist of a whole fleet never holds them either.
+  watches.primary_options.dropped_keys = kube::bookkeeping_keys();
   // Only objects carrying our managed-by label: never the whole cluster's ConfigMaps.
   watches.owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
-  watches.owned_options.transform = kube::strip_managed_fields;
+  watches.owned_options.dropped_keys = kube::bookkeeping_keys();
   watches.not_served_hint =
       "; install it with the chart (helm install) or: kubectl apply --server-side "
       "-f charts/outbox-operator/crds/";

@@ -105,4 +105,21 @@ std::vector<const Informer*> Caches::informers(const Resource& kind) const {
   return out;
 }
 
+std::vector<const Resource*> Caches::kinds() const {
+  std::vector<const Resource*> out;
+  if (watches_.primary != nullptr) {
+    out.push_back(watches_.primary);
+  }
+  out.insert(out.end(), watches_.owned.begin(), watches_.owned.end());
+  return out;
+}
+
+std::size_t Caches::cached_bytes(const Resource& kind) const {
+  std::size_t bytes = 0;
+  for (const Informer* i : informers(kind)) {
+    bytes += i->cached_bytes();
+  }
+  return bytes;
+}
+
 }  // namespace outbox::kube

@@ -51,6 +51,10 @@ class Caches {
   const Informer* informer(const Resource& kind, const std::string& ns) const;
   // Every informer of `kind`, one per watched namespace.
   std::vector<const Informer*> informers(const Resource& kind) const;
+  // Every kind watched: the primary first.
+  std::vector<const Resource*> kinds() const;
+  // What the caches of `kind` hold, in bytes (Informer::cached_bytes), across namespaces.
+  std::size_t cached_bytes(const Resource& kind) const;
 
  private:
   Watches watches_;
