@@ -108,7 +108,7 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
     return {};
   }
   if (reconciliation_paused(relay)) {
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};  // held: removing the annotation is a watch event
   }
   if (!stop_relays(relay, stop)) {
@@ -120,7 +120,7 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
   try {
     job = drop_job(relay, options_.render);
   } catch (const InvalidSpec& e) {
-    update_status(relay, Problem{"InvalidSpec", e.what()}, stop);
+    update_status(relay, Findings::degraded(Problem{"InvalidSpec", e.what()}), stop);
     throw TerminalError(std::string("invalid spec: ") + e.what());
   }
   const std::string job_name = name_of(job->object);
@@ -129,16 +129,17 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
   if (!live) {
     throw_if_stopped(stop);
     apply_owned(*job);
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};
   }
   const auto [outcome, why] = job_outcome(*live);
   if (outcome == JobOutcome::kFailed) {
-    update_status(relay, Problem{"DropFailed", drop_failed_message(job_name, why)}, stop);
+    update_status(
+        relay, Findings::degraded(Problem{"DropFailed", drop_failed_message(job_name, why)}), stop);
     return {};
   }
   if (outcome == JobOutcome::kRunning) {
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};
   }
   throw_if_stopped(stop);
