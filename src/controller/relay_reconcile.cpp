@@ -19,6 +19,8 @@ const std::vector<const kube::Resource*>& owned_kinds() {
   return kinds;
 }
 
+constexpr int kListPageSize = 100;
+
 // A resource held back by the rollout budget is looked at again this often: the queue moves
 // as rollouts end.
 constexpr std::chrono::milliseconds kHeldRecheck{5'000};
@@ -40,6 +42,10 @@ kube::Watches relay_watches(const std::vector<std::string>& namespaces) {
   // double their memory, and nothing here reads them (annotation_manager reads them live).
   // Dropped while parsing, so that a relist of a whole fleet never holds them either.
   watches.primary_options.dropped_keys = kube::bookkeeping_keys();
+  // A page of a hundred: what a relist holds parsed at once (a few MiB), at the cost of a few
+  // more list requests over a large fleet.
+  watches.primary_options.page_size = kListPageSize;
+  watches.owned_options.page_size = kListPageSize;
   // Only objects carrying our managed-by label: never the whole cluster's ConfigMaps.
   watches.owned_options.label_selector = std::string(kManagedByLabel) + "=outbox-operator";
   watches.owned_options.dropped_keys = kube::bookkeeping_keys();

@@ -5,6 +5,9 @@ namespace outbox::kube {
 Caches::Caches(Client& client, Watches watches, const InformerHandlers& primary,
                const std::function<InformerHandlers(const Resource& owned)>& owned)
     : watches_(std::move(watches)) {
+  auto slots = std::make_shared<std::counting_semaphore<>>(kConcurrentLists);
+  watches_.primary_options.list_slots = slots;
+  watches_.owned_options.list_slots = slots;
   std::vector<std::string> namespaces = watches_.namespaces;
   if (namespaces.empty()) {
     namespaces.push_back("");

@@ -32,6 +32,10 @@ struct Watches {
 
 class Caches {
  public:
+  // Informers relisting at once, each holding one parsed page: a restart over a large fleet
+  // reads it a few kinds at a time, not every kind and namespace at once.
+  static constexpr std::ptrdiff_t kConcurrentLists = 2;
+
   Caches(Client& client, Watches watches, const InformerHandlers& primary,
          const std::function<InformerHandlers(const Resource& owned)>& owned);
 

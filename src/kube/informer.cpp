@@ -74,6 +74,26 @@ std::size_t entry_bytes(const std::string& key, const std::vector<std::uint8_t>&
   return key.size() + packed.size();
 }
 
+// One of the shared list slots, while a relist reads its pages.
+class ListSlot {
+ public:
+  explicit ListSlot(std::counting_semaphore<>* slots) : slots_(slots) {
+    if (slots_ != nullptr) {
+      slots_->acquire();
+    }
+  }
+  ~ListSlot() {
+    if (slots_ != nullptr) {
+      slots_->release();
+    }
+  }
+  ListSlot(const ListSlot&) = delete;
+  ListSlot& operator=(const ListSlot&) = delete;
+
+ private:
+  std::counting_semaphore<>* slots_;
+};
+
 }  // namespace
 
 void Informer::prepare(Json& object, const std::string& kind,
@@ -100,6 +120,7 @@ void Informer::relist() {
   // ("0") could hand back a snapshot older than what we already delivered.
   std::map<std::string, Entry> fresh;
   std::size_t fresh_bytes = 0;
+  ListSlot slot(options_.list_slots.get());
   const std::string version =
       client_.list_pages(resource_, namespace_, list_options, [&](Json& page) {
         const std::string list_kind = page.value("kind", std::string());

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -44,6 +46,10 @@ struct InformerOptions {
   std::chrono::milliseconds idle_timeout{0};  // 0: watch_timeout_seconds + 5 s
   std::chrono::milliseconds backoff_initial{800};
   std::chrono::milliseconds backoff_cap{30'000};
+  // Shared by informers that must not all relist at once (Caches shares one): a relist holds
+  // one parsed page at a time, so at most this many pages are parsed at once, whatever the
+  // number of kinds and namespaces watched. Null: no limit.
+  std::shared_ptr<std::counting_semaphore<>> list_slots;
   // Left out of every object as it is parsed, before the transform sees it (decode_json):
   // what is dropped there is never held, not even while a list of thousands is read.
   DroppedKeys dropped_keys;
