@@ -201,14 +201,15 @@ void RelayReconciler::observe_owned(const kube::Resource& kind, const Json& obje
     if (deleted) {
       budget_.forget_deployment(key);
     } else {
-      budget_.observe_deployment(key, object.at("metadata").value("generation", 0LL),
-                                 rolling_out(object));
+      budget_.observe_deployment(
+          key, {object.at("metadata").value("generation", 0LL), rolling_out(object)});
     }
   } else if (&kind == &owned::jobs && is_schema_job(object)) {
     if (deleted) {
       budget_.forget_schema_job(key);
     } else {
-      budget_.observe_schema_job(key, job_finished(object));
+      budget_.observe_schema_job(key, job_finished(object) ? RolloutBudget::JobSeen::kFinished
+                                                           : RolloutBudget::JobSeen::kRunning);
     }
   }
   for (const std::string& owner : owners_of(object)) {

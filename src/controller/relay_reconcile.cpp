@@ -143,7 +143,7 @@ ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRel
   answer_ended_requeue(relay, stop);
   const StatusReport report = update_status(relay, Findings::holding(held), stop);
 
-  std::optional<std::chrono::milliseconds> recheck = status_due_in(relay, report.relays_not_ready);
+  std::optional<std::chrono::milliseconds> recheck = status_due_in(relay, report);
   const std::string key = ns_of(relay) + "/" + name_of(relay);
   {
     std::lock_guard lock(rollout_mu_);
@@ -176,8 +176,8 @@ ReconcileResult RelayReconciler::apply_and_report(const Json& relay, RenderedRel
 // backlog report turns stale (BacklogStuck turns Unknown), nor the moment the relays stop
 // counting as alive, which may be later for a new resource (the compensation CronJob switches
 // to every minute): look again at each.
-std::optional<std::chrono::milliseconds> RelayReconciler::status_due_in(const Json& relay,
-                                                                        bool relays_not_ready) {
+std::optional<std::chrono::milliseconds> RelayReconciler::status_due_in(
+    const Json& relay, const StatusReport& report) {
   std::optional<std::chrono::milliseconds> due;
   const auto now = std::chrono::system_clock::now();
   for (const auto& moment :
@@ -187,7 +187,7 @@ std::optional<std::chrono::milliseconds> RelayReconciler::status_due_in(const Js
       recheck_within(due, std::chrono::ceil<std::chrono::milliseconds>(*moment));
     }
   }
-  if (relays_not_ready) {
+  if (report.relays_not_ready) {
     recheck_within(due, options_.not_ready_recheck);
   }
   return due;

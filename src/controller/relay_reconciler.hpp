@@ -105,7 +105,9 @@ class RelayReconciler : public kube::Reconciler {
   ReconcileResult apply_and_report(const Json& relay, RenderedRelay& rendered,
                                    std::stop_token stop);
   // How long until the status of `relay` may change with time alone (no watch event marks it).
-  std::optional<std::chrono::milliseconds> status_due_in(const Json& relay, bool relays_not_ready);
+  struct StatusReport;
+  std::optional<std::chrono::milliseconds> status_due_in(const Json& relay,
+                                                         const StatusReport& report);
   const kube::Informer* informer_for(const kube::Resource& kind, const std::string& ns) const {
     return caches_.informer(kind, ns);
   }
@@ -118,7 +120,8 @@ class RelayReconciler : public kube::Reconciler {
   ReconcileResult finalize(const Json& relay, std::stop_token stop);
   // Scales the relay Deployment to zero and suspends both CronJobs; true once no relay pod runs.
   bool stop_relays(const Json& relay, std::stop_token stop);
-  void patch_drop_finalizer(const Json& relay, bool keep);
+  enum class DropFinalizer { kAdd, kRemove };
+  void patch_drop_finalizer(const Json& relay, DropFinalizer change);
 
   // Applying owned objects (relay_apply.cpp). Applies every rendered object; throws after
   // reporting ApplyFailed when the apiserver refused any. Then prunes an unwanted PDB.
@@ -164,7 +167,7 @@ class RelayReconciler : public kube::Reconciler {
   void note_failed_events(const Json& relay);
   // What the status writer remembers of a resource ("ns/name") that is gone or going.
   void forget(const std::string& key);
-  void clear_relay_problem(const Json& relay, bool not_ready);
+  void clear_relay_problem(const Json& relay, const StatusReport& report);
   // Writes status.lastRequeue (lastReplay) for a requeue (replay) Job that ended without its
   // pod writing it.
   void answer_ended_requeue(const Json& relay, std::stop_token stop);

@@ -57,7 +57,7 @@ RelayReconciler::StatusReport RelayReconciler::update_status(const Json& relay,
     desired = compute(relay);
   }
   throw_if_stopped(stop);
-  clear_relay_problem(relay, not_ready);
+  clear_relay_problem(relay, {not_ready});
   if (status_matches(desired, relay.value("status", Json::object()))) {
     return {not_ready};
   }
@@ -238,12 +238,12 @@ std::set<std::string> RelayReconciler::existing_request_jobs(const Json& relay) 
 // not ready (the usual way its problem gets fixed: a new Secret, a new spec) never comes back
 // to. So the operator removes it once every relay pod is ready, or once no pod has repeated it
 // for kRelayProblemFresh. A merge patch, as it is another manager's field.
-void RelayReconciler::clear_relay_problem(const Json& relay, bool not_ready) {
+void RelayReconciler::clear_relay_problem(const Json& relay, const StatusReport& report) {
   const Json status = relay.value("status", Json::object());
   if (!status.contains("relayProblem")) {
     return;
   }
-  if (not_ready &&
+  if (report.relays_not_ready &&
       relay_problem_fresh(status.at("relayProblem"), std::chrono::system_clock::now())) {
     return;
   }

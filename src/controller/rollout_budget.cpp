@@ -2,7 +2,8 @@
 
 namespace outbox::controller {
 
-void RolloutBudget::observe_deployment(const std::string& key, long long generation, bool rolling) {
+void RolloutBudget::observe_deployment(const std::string& key, DeploymentSeen seen) {
+  const auto [generation, rolling] = seen;
   if (rolling) {
     rolling_.insert(key);
   } else {
@@ -19,9 +20,9 @@ void RolloutBudget::forget_deployment(const std::string& key) {
   changed_.erase(key);
 }
 
-void RolloutBudget::observe_schema_job(const std::string& key, bool finished) {
+void RolloutBudget::observe_schema_job(const std::string& key, JobSeen seen) {
   created_jobs_.erase(key);  // the cache shows it now: counted (or not) from what it shows
-  if (finished) {
+  if (seen == JobSeen::kFinished) {
     running_jobs_.erase(key);
   } else {
     running_jobs_.insert(key);

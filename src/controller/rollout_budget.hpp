@@ -35,12 +35,18 @@ class RolloutBudget {
   // limit 0: no limit (every change goes, nothing is held).
   explicit RolloutBudget(int limit) : limit_(limit) {}
 
-  // What the Deployment informer shows of relay Deployment `key` ("ns/name"): its generation and
-  // whether the Deployment controller is rolling it out; forget_deployment once it is gone.
-  void observe_deployment(const std::string& key, long long generation, bool rolling);
+  // What the Deployment informer shows of a relay Deployment.
+  struct DeploymentSeen {
+    long long generation = 0;
+    bool rolling = false;  // the Deployment controller is rolling it out (rolling_out)
+  };
+  enum class JobSeen { kRunning, kFinished };  // finished: Complete or Failed
+
+  // Relay Deployment `key` ("ns/name") as the cache shows it; forget_deployment once it is gone.
+  void observe_deployment(const std::string& key, DeploymentSeen seen);
   void forget_deployment(const std::string& key);
-  // What the Job informer shows of schema Job `key`: whether it finished (Complete or Failed).
-  void observe_schema_job(const std::string& key, bool finished);
+  // Schema Job `key` as the cache shows it; forget_schema_job once it is gone.
+  void observe_schema_job(const std::string& key, JobSeen seen);
   void forget_schema_job(const std::string& key);
 
   // Deployment `key`, at `live_generation` in the cache, is about to get a new pod template.

@@ -19,13 +19,13 @@ TEST(RolloutBudget, AChangeGoesWhileTheLimitIsNotReachedAndCountsUntilTheCacheSh
   EXPECT_FALSE(budget.may_roll("ns/c-relay", 1, t0)) << "two rolling: the third waits";
 
   // The cache shows a's old generation still: counted, once.
-  budget.observe_deployment("ns/a-relay", 4, false);
+  budget.observe_deployment("ns/a-relay", {4, false});
   EXPECT_EQ(budget.in_use(t0), 2);
   // Its new generation, rolling: still one.
-  budget.observe_deployment("ns/a-relay", 5, true);
+  budget.observe_deployment("ns/a-relay", {5, true});
   EXPECT_EQ(budget.in_use(t0), 2);
   // Rolled out: a slot frees, and c goes.
-  budget.observe_deployment("ns/a-relay", 5, false);
+  budget.observe_deployment("ns/a-relay", {5, false});
   EXPECT_EQ(budget.in_use(t0), 1);
   EXPECT_TRUE(budget.may_roll("ns/c-relay", 1, t0));
   // A Deployment deleted mid-rollout frees its slot.
@@ -39,19 +39,21 @@ TEST(RolloutBudget, ASecondChangeToADeploymentAlreadyRollingJoinsItsRollout) {
   EXPECT_FALSE(budget.may_roll("ns/b-relay", 1, t0));
   EXPECT_TRUE(budget.may_roll("ns/a-relay", 1, t0)) << "the same Deployment: no new rollout";
   // One rolling that this process did not start (an earlier leader's) joins too.
-  budget.observe_deployment("ns/c-relay", 3, true);
+  budget.observe_deployment("ns/c-relay", {3, true});
   EXPECT_TRUE(budget.may_roll("ns/c-relay", 3, t0));
   EXPECT_EQ(budget.in_use(t0), 2);
 }
 
 TEST(RolloutBudget, RolloutsAndSchemaJobsShareTheLimit) {
   RolloutBudget budget(2);
-  budget.observe_schema_job("ns/a-schema-1", false);  // unfinished, from the cache
+  budget.observe_schema_job("ns/a-schema-1",
+                            RolloutBudget::JobSeen::kRunning);  // unfinished, from the cache
   EXPECT_TRUE(budget.may_migrate("ns/b-schema-1", t0));
   EXPECT_FALSE(budget.may_roll("ns/c-relay", 1, t0));
   EXPECT_FALSE(budget.may_migrate("ns/d-schema-1", t0));
   EXPECT_TRUE(budget.may_migrate("ns/b-schema-1", t0)) << "created already: counted once";
-  budget.observe_schema_job("ns/a-schema-1", true);  // Complete or Failed
+  budget.observe_schema_job("ns/a-schema-1",
+                            RolloutBudget::JobSeen::kFinished);  // Complete or Failed
   EXPECT_EQ(budget.in_use(t0), 1);
   EXPECT_TRUE(budget.may_roll("ns/c-relay", 1, t0));
 }
@@ -63,7 +65,7 @@ TEST(RolloutBudget, ASchemaJobTheCacheNeverShowsCountsForAMinuteOnly) {
   EXPECT_EQ(budget.in_use(t0 + RolloutBudget::kUnseenJobGrace + 1s), 0) << "deleted at once";
   // Seen, then deleted: no longer counted.
   EXPECT_TRUE(budget.may_migrate("ns/b-schema-1", t0));
-  budget.observe_schema_job("ns/b-schema-1", false);
+  budget.observe_schema_job("ns/b-schema-1", RolloutBudget::JobSeen::kRunning);
   budget.forget_schema_job("ns/b-schema-1");
   EXPECT_EQ(budget.in_use(t0), 0);
 }
@@ -95,7 +97,7 @@ TEST(RolloutBudget, AHoldStandsWhileNothingItReadChangedAndTheBudgetIsSpent) {
 
   budget.judging("ns/b", "rv-11");
   budget.held("ns/b", t0 + 30s);
-  budget.observe_deployment("ns/a-relay", 2, false);  // a's rollout ends: a slot is free
+  budget.observe_deployment("ns/a-relay", {2, false});  // a's rollout ends: a slot is free
   EXPECT_FALSE(budget.still_held("ns/b", "rv-11", t0 + 10s));
   EXPECT_EQ(budget.holds(), 0U);
 }
