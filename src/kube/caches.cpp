@@ -71,11 +71,11 @@ std::optional<Json> Caches::primary(const std::string& key) const {
   return std::nullopt;
 }
 
-std::vector<Json> Caches::primaries() const {
-  std::vector<Json> out;
+std::vector<std::string> Caches::primary_keys() const {
+  std::vector<std::string> out;
   if (watches_.primary != nullptr) {
     for (const Informer* i : informers(*watches_.primary)) {
-      std::vector<Json> some = i->list();
+      std::vector<std::string> some = i->keys();
       out.insert(out.end(), std::make_move_iterator(some.begin()),
                  std::make_move_iterator(some.end()));
     }

@@ -49,7 +49,9 @@ class Caches {
 
   // The cached primary object of a "namespace/name" key.
   std::optional<Json> primary(const std::string& key) const;
-  std::vector<Json> primaries() const;
+  // The keys of every cached primary object: what a resync queues, without unpacking a
+  // fleet's objects to learn their names.
+  std::vector<std::string> primary_keys() const;
   std::size_t primary_count() const;
   // The informer of `kind` that covers namespace `ns` (nullptr if none is watched there).
   const Informer* informer(const Resource& kind, const std::string& ns) const;

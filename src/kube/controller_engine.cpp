@@ -65,8 +65,8 @@ void ControllerEngine::enqueue_owners(const Json& owned) {
 }
 
 void ControllerEngine::enqueue_all() {
-  for (const Json& o : caches_.primaries()) {
-    queue_.add(Informer::key_of(o));
+  for (const std::string& key : caches_.primary_keys()) {
+    queue_.add(key);
   }
 }
 

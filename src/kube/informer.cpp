@@ -45,6 +45,16 @@ std::vector<Json> Informer::list() const {
   return objects;
 }
 
+std::vector<std::string> Informer::keys() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> keys;
+  keys.reserve(cache_.size());
+  for (const auto& [key, entry] : cache_) {
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 std::size_t Informer::size() const {
   std::lock_guard lock(mutex_);
   return cache_.size();

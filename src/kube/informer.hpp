@@ -71,6 +71,8 @@ class Informer {
   bool has_synced() const { return synced_.load(); }
   std::optional<Json> get(const std::string& key) const;
   std::vector<Json> list() const;
+  // The cached objects' keys, without unpacking them.
+  std::vector<std::string> keys() const;
   std::size_t size() const;
   // What the cache holds, in bytes: the packed objects and their keys.
   std::size_t cached_bytes() const;
