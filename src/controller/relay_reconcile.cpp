@@ -93,6 +93,10 @@ ReconcileResult RelayReconciler::reconcile(const std::string& key, std::stop_tok
   const std::optional<Json> relay = caches_.primary(key);
   if (!relay) {
     forget(key);
+    {
+      std::lock_guard lock(rollout_mu_);
+      budget_.release(key);
+    }
     return {};  // gone: the garbage collector removes what it owned
   }
   if (relay->at("metadata").contains("deletionTimestamp")) {
