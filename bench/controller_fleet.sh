@@ -10,8 +10,12 @@
 #                status.observedGeneration == 1 and Degraded=False (its owned objects applied,
 #                its status written); the Secrets and OutboxRelays exist before it starts
 #   rss          the controller's peak RSS (VmHWM) at that point, and per resource
+#   cache        what its informer caches hold then (outbox_controller_cache_bytes, all kinds)
 #   idle resync  applies and status writes during one full resync period after that (the
-#                controller runs with --resync-period=20s here): must be 0
+#                controller runs with --resync-period=20s here), once every resource is past
+#                the moment its relays stop counting as alive (2 minutes after its creation:
+#                no relay pod ever reports here, so then each compensation CronJob turns to
+#                its every-minute rescue schedule, a change that is due): must be 0
 # With --upgrade, each run then upgrades the operator: the controller is restarted with another
 # relay image (what a new release does to every relay that does not pin spec.relay.image) and
 # the chart's maxRollingRelays, while bench/deployment_standin.py plays the Deployment
@@ -40,7 +44,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift ;;
     --upgrade) upgrade=1 ;;
     --roll-seconds) roll_seconds=$2; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "controller_fleet.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -96,7 +100,8 @@ out=$build/bench/fleet-last-run.txt
 mkdir -p "$(dirname "$out")"
 {
   echo "controller fleet: $namespaces namespaces x $per_ns = $total OutboxRelays; chart defaults workers=$workers qps=$qps burst=$burst maxRollingRelays=$budget; $(nproc) cores"
-  printf '%-4s %14s %14s %16s %22s' run reconciled_s peak_rss_MiB KiB_per_resource idle_applies/status
+  printf '%-4s %14s %14s %16s %10s %22s' run reconciled_s peak_rss_MiB KiB_per_resource \
+    cache_MiB idle_applies/status
   [ "$upgrade" = 0 ] || printf ' %11s %13s %17s %9s' upgrade_s peak_rolling upgrade_rss_MiB applies
   echo
 } | tee "$out"
@@ -125,6 +130,7 @@ YAML
     done
   done
   kubectl apply --server-side -f "$manifest" >/dev/null
+  created=$(date +%s)
   rm -f "$manifest"
 
   start=$(date +%s.%N)
@@ -135,14 +141,20 @@ YAML
   done
   t=$(echo "$(date +%s.%N) - $start" | bc)
   hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
-  # One whole resync period (plus margin) once everything is applied: nothing may be written.
+  cache=$(curl -s "http://127.0.0.1:$port/metrics" |
+    awk '$1 ~ /^outbox_controller_cache_bytes/ { s += $2 } END { printf "%.1f", s / 1048576 }')
+  # One whole resync period (plus margin) once everything is applied and every rescue
+  # schedule has switched (120 s after creation, plus the pass that applies it): nothing may
+  # be written.
+  rescue_wait=$((created + 130 - $(date +%s)))
+  [ "$rescue_wait" -le 0 ] || sleep "$rescue_wait"
   a0=$(metric "$port" outbox_controller_applies_total) s0=$(metric "$port" outbox_controller_status_writes_total)
   sleep 25
   a1=$(metric "$port" outbox_controller_applies_total) s1=$(metric "$port" outbox_controller_status_writes_total)
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
   rm -f "$log"
-  line=$(printf '%-4s %14.1f %14.1f %16.1f %22s' "$run" "$t" "$(echo "$hwm / 1024" | bc -l)" \
-    "$(echo "$hwm / $total" | bc -l)" "$((${a1%.*} - ${a0%.*}))/$((${s1%.*} - ${s0%.*}))")
+  line=$(printf '%-4s %14.1f %14.1f %16.1f %10s %22s' "$run" "$t" "$(echo "$hwm / 1024" | bc -l)" \
+    "$(echo "$hwm / $total" | bc -l)" "$cache" "$((${a1%.*} - ${a0%.*}))/$((${s1%.*} - ${s0%.*}))")
   if [ "$upgrade" = 1 ]; then
     python3 "$repo/bench/deployment_standin.py" settle >/dev/null
     start_controller bench:2

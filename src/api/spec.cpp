@@ -314,6 +314,13 @@ OutboxRelaySpec parse_spec(const Json& spec) {
                    r.find<std::string>("/retention/archiveTable")};
   out.stuck_after = duration(r, "/monitoring/stuckAfter");
   out.suspend = r.get<bool>("/suspend");
+  out.network_policy.enabled = r.get<bool>("/networkPolicy/enabled");
+  for (auto [from, to] : {std::pair{"/networkPolicy/metricsFrom", &out.network_policy.metrics_from},
+                          std::pair{"/networkPolicy/egress", &out.network_policy.egress}}) {
+    if (r.has(from) && r.at(from).is_array()) {
+      *to = r.at(from);
+    }
+  }
   return out;
 }
 

@@ -117,6 +117,12 @@ struct RetentionSpec {
   std::optional<std::string> archive_table;
 };
 
+struct NetworkPolicySpec {
+  bool enabled = false;
+  Json metrics_from = Json::array();  // NetworkPolicyPeers, as written
+  Json egress = Json::array();        // NetworkPolicyEgressRules, as written
+};
+
 struct OutboxRelaySpec {
   DatabaseSpec database;
   KafkaSpec kafka;
@@ -126,6 +132,7 @@ struct OutboxRelaySpec {
   RetentionSpec retention;
   std::string stuck_after;  // spec.monitoring.stuckAfter
   bool suspend = false;
+  NetworkPolicySpec network_policy;
 };
 
 // Parses `spec` (the resource's .spec), applying the table's defaults and checking its

@@ -27,7 +27,11 @@ kube::EngineMetrics engine_metrics(metrics::Registry& registry) {
                              metrics::latency_buckets()),
           registry.gauge("outbox_controller_queue_depth", "Keys ready in the work queue"),
           registry.gauge("outbox_controller_leader", "1 while this process leads"),
-          registry.gauge("outbox_controller_relays", "OutboxRelays in the cache")};
+          registry.gauge("outbox_controller_relays", "OutboxRelays in the cache"),
+          [&registry](const std::string& kind) -> metrics::Gauge& {
+            return registry.gauge("outbox_controller_cache_bytes",
+                                  "Bytes the informer caches hold, by kind", {{"kind", kind}});
+          }};
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ void RelayReconciler::apply_all(const Json& relay, const RenderedRelay& rendered
     for (size_t i = 0; i < refusals.size(); ++i) {
       message += (i == 0 ? "" : "; ") + refusals[i];
     }
-    update_status(relay, Problem{"ApplyFailed", message}, stop);
+    update_status(relay, Findings::degraded(Problem{"ApplyFailed", message}), stop);
     throw std::runtime_error(message);
   }
   if (!rendered.wants_pdb) {
@@ -172,75 +172,6 @@ bool rolling_out(const Json& deployment) {
 
 }  // namespace
 
-void RelayReconciler::observe_deployment(const Json& deployment, bool deleted) {
-  const std::string key = kube::Informer::key_of(deployment);
-  std::lock_guard lock(applied_mu_);
-  if (deleted) {
-    deployment_rollouts_.erase(key);
-    return;
-  }
-  deployment_rollouts_[key] = {deployment.at("metadata").value("generation", 0LL),
-                               rolling_out(deployment)};
-}
-
-// From the summary the Deployment informer keeps (observe_deployment), never from the cached
-// objects themselves: every held resource asks this again every few seconds, and unpacking a
-// fleet's Deployments each time cost a 200-resource upgrade ~100 MiB of transient memory.
-int RelayReconciler::rolling_relays() {
-  int rolling = 0;
-  std::lock_guard lock(applied_mu_);
-  for (auto it = rollouts_started_.begin(); it != rollouts_started_.end();) {
-    const auto d = deployment_rollouts_.find(it->first);
-    const bool seen = d != deployment_rollouts_.end() && d->second.generation >= it->second;
-    if (d == deployment_rollouts_.end() || (seen && !d->second.rolling)) {
-      it = rollouts_started_.erase(it);  // gone, or rolled out
-      continue;
-    }
-    if (!seen) {
-      ++rolling;  // the cache shows the generation before ours: not counted below
-    }
-    ++it;
-  }
-  for (const auto& [key, d] : deployment_rollouts_) {
-    rolling += d.rolling ? 1 : 0;
-  }
-  return rolling;
-}
-
-bool RelayReconciler::hold_rollout(RenderedRelay& rendered) {
-  if (options_.max_rolling_relays <= 0) {
-    return false;
-  }
-  std::lock_guard one_at_a_time(rollout_mu_);
-  auto it = std::find_if(rendered.objects.begin(), rendered.objects.end(),
-                         [](const OwnedObject& o) { return o.resource == &owned::deployments; });
-  if (it == rendered.objects.end()) {
-    return false;
-  }
-  const std::string ns = ns_of(it->object);
-  const std::string key = ns + "/" + name_of(it->object);
-  const kube::Informer* informer = informer_for(owned::deployments, ns);
-  const std::optional<Json> live = informer ? informer->get(key) : std::nullopt;
-  const Json& template_ = it->object.at("/spec/template"_json_pointer);
-  if (!live || contains(live->value("/spec/template"_json_pointer, Json()), template_)) {
-    return false;  // a new resource, or no new pod template: nothing to roll
-  }
-  {
-    std::lock_guard lock(applied_mu_);
-    if (rollouts_started_.contains(key)) {
-      rollouts_started_[key] = live->at("metadata").value("generation", 0LL) + 1;
-      return false;  // already one of the rolling ones: a second change joins its rollout
-    }
-  }
-  if (rolling_relays() + running_schema_jobs() >= options_.max_rolling_relays) {
-    rendered.objects.erase(it);
-    return true;
-  }
-  std::lock_guard lock(applied_mu_);
-  rollouts_started_[key] = live->at("metadata").value("generation", 0LL) + 1;
-  return false;
-}
-
 namespace {
 
 bool is_schema_job(const Json& job) {
@@ -260,37 +191,62 @@ bool job_finished(const Json& job) {
 
 }  // namespace
 
-int RelayReconciler::running_schema_jobs() {
-  std::set<std::string> cached;
-  int running = 0;
-  for (const kube::Informer* informer : caches_.informers(owned::jobs)) {
-    for (const Json& job : informer->list()) {
-      if (is_schema_job(job)) {
-        cached.insert(kube::Informer::key_of(job));
-        running += job_finished(job) ? 0 : 1;
-      }
-    }
-  }
-  // A Job created a moment ago may not be in the cache yet; one the cache never shows within a
-  // minute was deleted at once, and no longer runs.
-  const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(applied_mu_);
-  for (auto it = schema_jobs_started_.begin(); it != schema_jobs_started_.end();) {
-    if (cached.contains(it->first) || now - it->second > std::chrono::minutes(1)) {
-      it = schema_jobs_started_.erase(it);
+// The budget counts from what the informers' events say, never from the cached objects
+// themselves: every held resource asks it again every few seconds, and unpacking a fleet's
+// Deployments or Jobs each time cost a 200-resource upgrade ~100 MiB of transient memory.
+void RelayReconciler::observe_owned(const kube::Resource& kind, const Json& object, bool deleted) {
+  const std::string key = kube::Informer::key_of(object);
+  std::lock_guard lock(rollout_mu_);
+  if (&kind == &owned::deployments) {
+    if (deleted) {
+      budget_.forget_deployment(key);
     } else {
-      ++running;
-      ++it;
+      budget_.observe_deployment(
+          key, {object.at("metadata").value("generation", 0LL), rolling_out(object)});
+    }
+  } else if (&kind == &owned::jobs && is_schema_job(object)) {
+    if (deleted) {
+      budget_.forget_schema_job(key);
+    } else {
+      budget_.observe_schema_job(key, job_finished(object) ? RolloutBudget::JobSeen::kFinished
+                                                           : RolloutBudget::JobSeen::kRunning);
     }
   }
-  return running;
+  for (const std::string& owner : owners_of(object)) {
+    budget_.release(owner);
+  }
+}
+
+HeldBack RelayReconciler::hold_back(const Json& relay, RenderedRelay& rendered) {
+  HeldBack held;
+  held.rollout = hold_rollout(rendered);
+  held.schema_job = hold_schema_job(relay, rendered);
+  return held;
+}
+
+bool RelayReconciler::hold_rollout(RenderedRelay& rendered) {
+  auto it = std::find_if(rendered.objects.begin(), rendered.objects.end(),
+                         [](const OwnedObject& o) { return o.resource == &owned::deployments; });
+  if (it == rendered.objects.end()) {
+    return false;
+  }
+  const std::string ns = ns_of(it->object);
+  const std::string key = ns + "/" + name_of(it->object);
+  const kube::Informer* informer = informer_for(owned::deployments, ns);
+  const std::optional<Json> live = informer ? informer->get(key) : std::nullopt;
+  const Json& template_ = it->object.at("/spec/template"_json_pointer);
+  if (!live || contains(live->value("/spec/template"_json_pointer, Json()), template_)) {
+    return false;  // a new resource, or no new pod template: nothing to roll
+  }
+  std::lock_guard lock(rollout_mu_);
+  if (budget_.may_roll(key, live->at("metadata").value("generation", 0LL), BudgetClock::now())) {
+    return false;
+  }
+  rendered.objects.erase(it);
+  return true;
 }
 
 bool RelayReconciler::hold_schema_job(const Json& relay, RenderedRelay& rendered) {
-  if (options_.max_rolling_relays <= 0) {
-    return false;
-  }
-  std::lock_guard one_at_a_time(rollout_mu_);
   auto it = std::find_if(
       rendered.objects.begin(), rendered.objects.end(),
       [](const OwnedObject& o) { return o.resource == &owned::jobs && is_schema_job(o.object); });
@@ -307,19 +263,12 @@ bool RelayReconciler::hold_schema_job(const Json& relay, RenderedRelay& rendered
   if (!migrated.is_object() || migrated.value("status", "") != "True") {
     return false;  // a first migration, or one that failed: the relays wait for it
   }
-  {
-    std::lock_guard lock(applied_mu_);
-    if (schema_jobs_started_.contains(key)) {
-      return false;
-    }
+  std::lock_guard lock(rollout_mu_);
+  if (budget_.may_migrate(key, BudgetClock::now())) {
+    return false;
   }
-  if (rolling_relays() + running_schema_jobs() >= options_.max_rolling_relays) {
-    rendered.objects.erase(it);
-    return true;
-  }
-  std::lock_guard lock(applied_mu_);
-  schema_jobs_started_[key] = std::chrono::steady_clock::now();
-  return false;
+  rendered.objects.erase(it);
+  return true;
 }
 
 void RelayReconciler::delete_pdb(const std::string& ns, const std::string& name) {

@@ -37,7 +37,8 @@ std::string drop_failed_message(const std::string& job, const std::string& why) 
 
 // A merge patch of the whole finalizer list, conditional on the resourceVersion the list was
 // read at: a finalizer someone else added meanwhile makes it fail (409) and retry, never lost.
-void RelayReconciler::patch_drop_finalizer(const Json& relay, bool keep) {
+void RelayReconciler::patch_drop_finalizer(const Json& relay, DropFinalizer change) {
+  const bool keep = change == DropFinalizer::kAdd;
   Json finalizers = Json::array();
   for (const Json& f : relay.at("metadata").value("finalizers", Json::array())) {
     if (f != kDropFinalizer) {
@@ -61,7 +62,7 @@ void RelayReconciler::keep_drop_finalizer(const Json& relay, std::stop_token sto
     return;
   }
   throw_if_stopped(stop);
-  patch_drop_finalizer(relay, want);
+  patch_drop_finalizer(relay, want ? DropFinalizer::kAdd : DropFinalizer::kRemove);
 }
 
 bool RelayReconciler::stop_relays(const Json& relay, std::stop_token stop) {
@@ -103,12 +104,12 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
   }
   if (!drops_on_deletion(relay)) {  // set back to Retain while being deleted: let it go
     throw_if_stopped(stop);
-    patch_drop_finalizer(relay, false);
+    patch_drop_finalizer(relay, DropFinalizer::kRemove);
     forget(key);
     return {};
   }
   if (reconciliation_paused(relay)) {
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};  // held: removing the annotation is a watch event
   }
   if (!stop_relays(relay, stop)) {
@@ -120,7 +121,7 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
   try {
     job = drop_job(relay, options_.render);
   } catch (const InvalidSpec& e) {
-    update_status(relay, Problem{"InvalidSpec", e.what()}, stop);
+    update_status(relay, Findings::degraded(Problem{"InvalidSpec", e.what()}), stop);
     throw TerminalError(std::string("invalid spec: ") + e.what());
   }
   const std::string job_name = name_of(job->object);
@@ -129,20 +130,21 @@ ReconcileResult RelayReconciler::finalize(const Json& relay, std::stop_token sto
   if (!live) {
     throw_if_stopped(stop);
     apply_owned(*job);
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};
   }
   const auto [outcome, why] = job_outcome(*live);
   if (outcome == JobOutcome::kFailed) {
-    update_status(relay, Problem{"DropFailed", drop_failed_message(job_name, why)}, stop);
+    update_status(
+        relay, Findings::degraded(Problem{"DropFailed", drop_failed_message(job_name, why)}), stop);
     return {};
   }
   if (outcome == JobOutcome::kRunning) {
-    update_status(relay, std::nullopt, stop);
+    update_status(relay, {}, stop);
     return {};
   }
   throw_if_stopped(stop);
-  patch_drop_finalizer(relay, false);
+  patch_drop_finalizer(relay, DropFinalizer::kRemove);
   spdlog::info("OutboxRelay {}: the Drop Job {} succeeded", key, job_name);
   forget(key);
   return {};

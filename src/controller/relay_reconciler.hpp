@@ -11,6 +11,7 @@
 
 #include "controller/relay_resources.hpp"
 #include "controller/relay_status.hpp"
+#include "controller/rollout_budget.hpp"
 #include "kube/caches.hpp"
 #include "kube/client.hpp"
 #include "kube/lease_elector.hpp"
@@ -20,17 +21,19 @@
 // The OutboxRelay reconciler: what one OutboxRelay needs, as a kube::Reconciler that a
 // kube::ControllerEngine runs (controller.hpp puts the two together). One class, one file per
 // aspect: the reconcile function and the owner mapping (relay_reconcile.cpp), applying owned
-// objects and the rollout budget (relay_apply.cpp),
-// deletionPolicy: Drop (relay_finalize.cpp), and writing the status and Events
-// (relay_status_write.cpp); the pure parts are relay_resources (rendering) and relay_status
-// (conditions). It reads the engine's informer caches and keeps its own memory of what it
-// wrote: the applied forms, status writes, Events and the relay Deployments' rollout summary.
+// objects and asking the rollout budget (relay_apply.cpp), deletionPolicy: Drop
+// (relay_finalize.cpp), and writing the status and Events (relay_status_write.cpp); the pure
+// parts are relay_resources (rendering), relay_status (conditions) and rollout_budget (what
+// waits for the budget, and which holds still stand). It reads the engine's informer caches and
+// keeps its own memory of what it wrote: the applied forms, status writes and Events.
 //
 // Guarantees:
 //  - A change to an OutboxRelay, or to (or the deletion of) an object it owns, requeues it;
 //    owned objects map back to their owner through the controller ownerReference (owners_of).
 //  - A failed reconcile is retried with per-key backoff, except an invalid spec: it is reported
 //    (Degraded, InvalidSpec) and left until the object changes, as no retry can fix it.
+//  - A resource held back by the rollout budget is not rendered again while nothing it depends
+//    on changed and the budget stays spent (RolloutBudget::still_held).
 //  - Each reconcile re-applies every owned object whose desired form or live version changed
 //    since this process last applied it (server-side apply, field manager "outbox-operator",
 //    force), so drift is repaired and an idle resource costs at most one status check.
@@ -85,7 +88,8 @@ class RelayReconciler : public kube::Reconciler {
   ReconcileResult reconcile(const std::string& key, std::stop_token stop) override;
   // The controller ownerReference's OutboxRelay; for the Drop Job, which has none, its labels'.
   std::vector<std::string> owners_of(const Json& owned) const override;
-  // Deployments: keeps the rollout summary the rollout budget counts (observe_deployment).
+  // Deployments and schema Jobs: what the rollout budget counts. Any owned object: a hold of
+  // its owner decided before this change no longer stands.
   void observe_owned(const kube::Resource& kind, const Json& object, bool deleted) override;
 
  private:
@@ -100,6 +104,10 @@ class RelayReconciler : public kube::Reconciler {
   // Applies, reports, and says when to look again.
   ReconcileResult apply_and_report(const Json& relay, RenderedRelay& rendered,
                                    std::stop_token stop);
+  // How long until the status of `relay` may change with time alone (no watch event marks it).
+  struct StatusReport;
+  std::optional<std::chrono::milliseconds> status_due_in(const Json& relay,
+                                                         const StatusReport& report);
   const kube::Informer* informer_for(const kube::Resource& kind, const std::string& ns) const {
     return caches_.informer(kind, ns);
   }
@@ -112,35 +120,37 @@ class RelayReconciler : public kube::Reconciler {
   ReconcileResult finalize(const Json& relay, std::stop_token stop);
   // Scales the relay Deployment to zero and suspends both CronJobs; true once no relay pod runs.
   bool stop_relays(const Json& relay, std::stop_token stop);
-  void patch_drop_finalizer(const Json& relay, bool keep);
+  enum class DropFinalizer { kAdd, kRemove };
+  void patch_drop_finalizer(const Json& relay, DropFinalizer change);
 
   // Applying owned objects (relay_apply.cpp). Applies every rendered object; throws after
   // reporting ApplyFailed when the apiserver refused any. Then prunes an unwanted PDB.
   void apply_all(const Json& relay, const RenderedRelay& rendered, std::stop_token stop);
-  // Takes the relay Deployment out of `rendered` when applying it would start a rollout while
-  // max_rolling_relays are rolling already; true when it did.
+  // Takes out of `rendered` what the rollout budget holds back: the relay Deployment when
+  // applying it would start a rollout, and the schema Job when it would re-migrate a table
+  // already migrated (an operator upgrade's new image, a spec change), while max_rolling_relays
+  // are under way. A first migration is never held: the relays cannot run without it.
+  HeldBack hold_back(const Json& relay, RenderedRelay& rendered);
   bool hold_rollout(RenderedRelay& rendered);
-  // Takes the schema Job out of `rendered` when it would re-migrate a table already migrated
-  // (an operator upgrade's new image, a spec change) while the budget is spent; true when it
-  // did. A first migration is never held: the relays cannot run without it.
   bool hold_schema_job(const Json& relay, RenderedRelay& rendered);
-  // Relay Deployments rolling out now: as the caches show them, and those this process changed
-  // whose new generation the caches do not show as rolled yet.
-  int rolling_relays();
-  // Keeps deployment_rollouts_ current; called for every Deployment event (observe_owned).
-  void observe_deployment(const Json& deployment, bool deleted);
-  // Schema Jobs that have not finished: as the caches show them, and those this process created
-  // that the caches do not show yet. They share max_rolling_relays with the rollouts.
-  int running_schema_jobs();
   void apply_owned(const OwnedObject& owned);
   void delete_pdb(const std::string& ns, const std::string& name);
   bool delete_unwanted(const kube::Resource& resource, const std::string& ns,
                        const std::string& name);
 
-  // The status and Events (relay_status_write.cpp). Writes the status if it changed; true
-  // while the relay pods are not all ready.
-  bool update_status(const Json& relay, const std::optional<Problem>& problem, std::stop_token stop,
-                     bool rollout_queued = false, bool schema_job_queued = false);
+  // The status and Events (relay_status_write.cpp). What a pass found besides the caches:
+  struct Findings {
+    std::optional<Problem> problem;  // set: Degraded
+    HeldBack held;                   // what waits for the rollout budget
+    static Findings degraded(Problem problem) { return {std::move(problem), {}}; }
+    static Findings holding(HeldBack held) { return {std::nullopt, held}; }
+  };
+  // What the status says that the caller decides on.
+  struct StatusReport {
+    bool relays_not_ready = false;  // Ready=False RelaysNotReady: worth a look again soon
+  };
+  // Writes the status if it changed.
+  StatusReport update_status(const Json& relay, const Findings& found, std::stop_token stop);
   // What the relay pods say of why they are not ready, from one list of them: the detail
   // (not_ready_detail) and a Secret they wait for (missing_secret), if any.
   struct PodsReport {
@@ -157,7 +167,7 @@ class RelayReconciler : public kube::Reconciler {
   void note_failed_events(const Json& relay);
   // What the status writer remembers of a resource ("ns/name") that is gone or going.
   void forget(const std::string& key);
-  void clear_relay_problem(const Json& relay, bool not_ready);
+  void clear_relay_problem(const Json& relay, const StatusReport& report);
   // Writes status.lastRequeue (lastReplay) for a requeue (replay) Job that ended without its
   // pod writing it.
   void answer_ended_requeue(const Json& relay, std::stop_token stop);
@@ -174,21 +184,15 @@ class RelayReconciler : public kube::Reconciler {
   std::map<std::string, std::string> status_written_;  // "ns/name" -> resourceVersion written
   std::map<std::string, long long> failed_seen_;       // "ns/name" -> status.backlog.failed
   std::set<std::string> announced_;  // "ns/job" of requests whose Event was recorded
-  std::map<std::string, long long> rollouts_started_;  // "ns/name" of a Deployment -> generation
-  // Every relay Deployment in the caches: its generation and whether it is rolling out.
-  struct DeploymentRollout {
-    long long generation = 0;
-    bool rolling = false;
-  };
-  std::map<std::string, DeploymentRollout> deployment_rollouts_;  // "ns/name" ->
-  // "ns/name" of a schema Job this process created -> when (forgotten once the cache has it, or
-  // after a minute).
-  std::map<std::string, std::chrono::steady_clock::time_point> schema_jobs_started_;
-  std::mutex rollout_mu_;  // one hold at a time: the count and the start are one step
+  // The rollout budget, and what it holds back. One decision at a time: the count and the
+  // start it allows are one step.
+  std::mutex rollout_mu_;
+  RolloutBudget budget_;
 
   metrics::Counter& applies_;
   metrics::Counter& status_writes_;
   metrics::Counter& events_;
+  metrics::Counter& renders_;
 };
 
 }  // namespace outbox::controller

@@ -1,9 +1,30 @@
 #include "controller/relay_resources.hpp"
 
+#include <algorithm>
+
 #include "api/spec.hpp"
-#include "controller/network_policy.hpp"
 
 namespace outbox::controller {
+namespace {
+
+// The order objects are applied in, by kind: identity and RBAC first, then configuration and
+// the NetworkPolicy (so that the workloads' pods start confined), then the workloads and what
+// serves them.
+std::size_t apply_rank(const kube::Resource* kind) {
+  static const std::vector<const kube::Resource*> order = {&owned::service_accounts,
+                                                           &owned::roles,
+                                                           &owned::role_bindings,
+                                                           &owned::config_maps,
+                                                           &owned::network_policies,
+                                                           &owned::deployments,
+                                                           &owned::cron_jobs,
+                                                           &owned::services,
+                                                           &owned::jobs,
+                                                           &owned::pod_disruption_budgets};
+  return static_cast<std::size_t>(std::find(order.begin(), order.end(), kind) - order.begin());
+}
+
+}  // namespace
 
 bool reconciliation_paused(const Json& relay) {
   return value_at<std::string>(relay, "/metadata/annotations/outbox.dev~1pause-reconciliation",
@@ -43,15 +64,16 @@ RenderedRelay render_relay(const Json& relay, const RenderOptions& options) {
     if (out.wants_pdb) {
       out.objects.push_back({&owned::pod_disruption_budgets, disruption_budget(meta, names)});
     }
-    // Before the workloads, so their pods start confined.
     out.network_policy_name = names.deployment;
-    out.wants_network_policy = wants_network_policy(relay);
+    out.wants_network_policy = spec.network_policy.enabled;
     if (out.wants_network_policy) {
-      out.objects.insert(out.objects.begin() + 4,
-                         {&owned::network_policies,
-                          network_policy(relay, metadata(meta, names.deployment, "relay"),
-                                         options.api_server_cidrs)});
+      out.objects.push_back(
+          {&owned::network_policies, network_policy(meta, spec, names, options.api_server_cidrs)});
     }
+    std::stable_sort(out.objects.begin(), out.objects.end(),
+                     [](const OwnedObject& a, const OwnedObject& b) {
+                       return apply_rank(a.resource) < apply_rank(b.resource);
+                     });
     return out;
   } catch (const Json::exception& e) {
     // A field missing or of another type: the CRD's schema should have refused the spec.

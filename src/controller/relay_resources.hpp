@@ -8,6 +8,7 @@
 #include "controller/builders/cron_jobs.hpp"
 #include "controller/builders/deployment.hpp"
 #include "controller/builders/jobs.hpp"
+#include "controller/builders/network_policy.hpp"
 #include "controller/builders/pod.hpp"
 #include "controller/builders/rbac.hpp"
 #include "controller/builders/service.hpp"
@@ -17,7 +18,8 @@
 // apiserver. One builder per kind renders each object from the typed spec
 // (controller/builders/, as CloudNativePG's pkg/specs): the relay Deployment and its ConfigMap
 // (deployment), the CronJobs (cron_jobs), RBAC (rbac), Service and PodDisruptionBudget
-// (service), the one-shot Jobs (jobs), on the pod template (pod), flags (arguments) and
+// (service), the one-shot Jobs (jobs), the opt-in NetworkPolicy (network_policy), on the pod
+// template (pod), flags (arguments) and
 // metadata (common) they share; the annotations' change requests are read in change_requests.
 // This header offers all of it; render_relay() parses the spec once and puts the objects in
 // apply order.

@@ -206,10 +206,10 @@ struct Conditions {
     if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
       return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
     }
-    if (in.rollout_queued) {
+    if (in.held.any()) {
       return make("Reconciling", true, "RolloutQueued",
-                  std::string(in.schema_job_queued ? "The schema Job waits"
-                                                   : "The relay pods' new template waits") +
+                  std::string(in.held.schema_job ? "The schema Job waits"
+                                                 : "The relay pods' new template waits") +
                       ": as many relay rollouts and schema Jobs as the operator runs at once "
                       "(--max-rolling-relays) are under way now.");
     }
@@ -287,7 +287,7 @@ struct Conditions {
   Json schema_ready() const {
     const std::string& job = in.schema_job_name;
     const std::string logs = " Its pod's log says why: kubectl logs job/" + job + ".";
-    if (in.schema_job == nullptr && in.schema_job_queued) {
+    if (in.schema_job == nullptr && in.held.schema_job) {
       return make("SchemaReady", true, "MigrationQueued",
                   "The table keeps the schema of the last migration; the migrate Job " + job +
                       " for this image and spec waits for the rollout budget "

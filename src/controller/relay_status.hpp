@@ -21,6 +21,13 @@ struct Problem {
   std::string message;
 };
 
+// What a pass held back for the rollout budget (ControllerOptions::max_rolling_relays).
+struct HeldBack {
+  bool rollout = false;     // the relay Deployment's new pod template
+  bool schema_job = false;  // the schema Job of schema_job_name (the table was migrated before)
+  bool any() const { return rollout || schema_job; }
+};
+
 struct StatusInputs {
   const Json& relay;                 // the OutboxRelay as cached
   const Json* deployment = nullptr;  // the relay Deployment as cached, if any
@@ -32,11 +39,7 @@ struct StatusInputs {
   // cached, if any.
   std::string schema_job_name;
   const Json* schema_job = nullptr;
-  // The relay Deployment's new pod template waits for the rollout budget
-  // (ControllerOptions::max_rolling_relays).
-  bool rollout_queued = false;
-  // The schema Job of schema_job_name waits for the same budget (the table was migrated before).
-  bool schema_job_queued = false;
+  HeldBack held = {};  // what waits for the rollout budget
 };
 
 // The relay's own report of why it is not ready (status.relayProblem, written by the relay pods

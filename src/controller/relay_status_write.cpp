@@ -19,9 +19,9 @@ const kube::Resource kEvents{"", "v1", "events", true};
 
 }  // namespace
 
-bool RelayReconciler::update_status(const Json& relay, const std::optional<Problem>& problem,
-                                    std::stop_token stop, bool rollout_queued,
-                                    bool schema_job_queued) {
+RelayReconciler::StatusReport RelayReconciler::update_status(const Json& relay,
+                                                             const Findings& found,
+                                                             std::stop_token stop) {
   const std::string ns = ns_of(relay);
   const std::string name = name_of(relay);
   note_failed_events(relay);
@@ -40,12 +40,11 @@ bool RelayReconciler::update_status(const Json& relay, const std::optional<Probl
     job = j->get(ns + "/" + job_name);
   }
   std::string detail;
-  std::optional<Problem> found = problem;
+  std::optional<Problem> problem = found.problem;
   auto compute = [&](const Json& observed) {
-    return compute_status({observed, deployment ? &*deployment : nullptr, found,
+    return compute_status({observed, deployment ? &*deployment : nullptr, problem,
                            std::chrono::system_clock::now(), detail, job_name,
-                           job ? &*job : nullptr, rollout_queued || schema_job_queued,
-                           schema_job_queued});
+                           job ? &*job : nullptr, found.held});
   };
   Json desired = compute(relay);
   // Still true once the pods' missing Secret is the problem: its fix may change nothing the
@@ -54,13 +53,13 @@ bool RelayReconciler::update_status(const Json& relay, const std::optional<Probl
   if (not_ready && deployment && deployment->value("/status/replicas"_json_pointer, 0) > 0) {
     PodsReport pods = look_at_pods(relay);
     detail = std::move(pods.detail);
-    found = std::move(pods.missing_secret);  // no problem so far: Ready would name it
+    problem = std::move(pods.missing_secret);  // no problem so far: Ready would name it
     desired = compute(relay);
   }
   throw_if_stopped(stop);
-  clear_relay_problem(relay, not_ready);
+  clear_relay_problem(relay, {not_ready});
   if (status_matches(desired, relay.value("status", Json::object()))) {
-    return not_ready;
+    return {not_ready};
   }
   // About to write. Transitions must be judged against what the apiserver has: a cache that
   // has not seen this process's previous status write yet would move lastTransitionTime and
@@ -72,11 +71,11 @@ bool RelayReconciler::update_status(const Json& relay, const std::optional<Probl
   }
   const Json before = observed.value("status", Json::object());
   if (status_matches(desired, before)) {
-    return not_ready;
+    return {not_ready};
   }
   throw_if_stopped(stop);
   write_status(relay, desired, before);
-  return not_ready;
+  return {not_ready};
 }
 
 // Only for a resource whose Deployment has pods that are not all ready, and one list per
@@ -239,12 +238,12 @@ std::set<std::string> RelayReconciler::existing_request_jobs(const Json& relay) 
 // not ready (the usual way its problem gets fixed: a new Secret, a new spec) never comes back
 // to. So the operator removes it once every relay pod is ready, or once no pod has repeated it
 // for kRelayProblemFresh. A merge patch, as it is another manager's field.
-void RelayReconciler::clear_relay_problem(const Json& relay, bool not_ready) {
+void RelayReconciler::clear_relay_problem(const Json& relay, const StatusReport& report) {
   const Json status = relay.value("status", Json::object());
   if (!status.contains("relayProblem")) {
     return;
   }
-  if (not_ready &&
+  if (report.relays_not_ready &&
       relay_problem_fresh(status.at("relayProblem"), std::chrono::system_clock::now())) {
     return;
   }

@@ -5,6 +5,9 @@ namespace outbox::kube {
 Caches::Caches(Client& client, Watches watches, const InformerHandlers& primary,
                const std::function<InformerHandlers(const Resource& owned)>& owned)
     : watches_(std::move(watches)) {
+  auto slots = std::make_shared<std::counting_semaphore<>>(kConcurrentLists);
+  watches_.primary_options.list_slots = slots;
+  watches_.owned_options.list_slots = slots;
   std::vector<std::string> namespaces = watches_.namespaces;
   if (namespaces.empty()) {
     namespaces.push_back("");
@@ -68,11 +71,11 @@ std::optional<Json> Caches::primary(const std::string& key) const {
   return std::nullopt;
 }
 
-std::vector<Json> Caches::primaries() const {
-  std::vector<Json> out;
+std::vector<std::string> Caches::primary_keys() const {
+  std::vector<std::string> out;
   if (watches_.primary != nullptr) {
     for (const Informer* i : informers(*watches_.primary)) {
-      std::vector<Json> some = i->list();
+      std::vector<std::string> some = i->keys();
       out.insert(out.end(), std::make_move_iterator(some.begin()),
                  std::make_move_iterator(some.end()));
     }
@@ -103,6 +106,23 @@ std::vector<const Informer*> Caches::informers(const Resource& kind) const {
     }
   }
   return out;
+}
+
+std::vector<const Resource*> Caches::kinds() const {
+  std::vector<const Resource*> out;
+  if (watches_.primary != nullptr) {
+    out.push_back(watches_.primary);
+  }
+  out.insert(out.end(), watches_.owned.begin(), watches_.owned.end());
+  return out;
+}
+
+std::size_t Caches::cached_bytes(const Resource& kind) const {
+  std::size_t bytes = 0;
+  for (const Informer* i : informers(kind)) {
+    bytes += i->cached_bytes();
+  }
+  return bytes;
 }
 
 }  // namespace outbox::kube

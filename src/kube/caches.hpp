@@ -32,6 +32,10 @@ struct Watches {
 
 class Caches {
  public:
+  // Informers relisting at once, each holding one parsed page: a restart over a large fleet
+  // reads it a few kinds at a time, not every kind and namespace at once.
+  static constexpr std::ptrdiff_t kConcurrentLists = 2;
+
   Caches(Client& client, Watches watches, const InformerHandlers& primary,
          const std::function<InformerHandlers(const Resource& owned)>& owned);
 
@@ -45,12 +49,18 @@ class Caches {
 
   // The cached primary object of a "namespace/name" key.
   std::optional<Json> primary(const std::string& key) const;
-  std::vector<Json> primaries() const;
+  // The keys of every cached primary object: what a resync queues, without unpacking a
+  // fleet's objects to learn their names.
+  std::vector<std::string> primary_keys() const;
   std::size_t primary_count() const;
   // The informer of `kind` that covers namespace `ns` (nullptr if none is watched there).
   const Informer* informer(const Resource& kind, const std::string& ns) const;
   // Every informer of `kind`, one per watched namespace.
   std::vector<const Informer*> informers(const Resource& kind) const;
+  // Every kind watched: the primary first.
+  std::vector<const Resource*> kinds() const;
+  // What the caches of `kind` hold, in bytes (Informer::cached_bytes), across namespaces.
+  std::size_t cached_bytes(const Resource& kind) const;
 
  private:
   Watches watches_;

@@ -65,15 +65,20 @@ Json Client::request(const std::string& method, const std::string& target, const
                      const std::string& content_type, std::chrono::milliseconds timeout,
                      const std::string& accept) {
   HttpRequest request{method, target, body, content_type, {}, accept};
-  HttpResponse response =
-      send_with_retries(std::move(request), timeout.count() > 0 ? timeout : options_.timeout);
+  return parse_answer(
+      method, target,
+      send_with_retries(std::move(request), timeout.count() > 0 ? timeout : options_.timeout), {});
+}
+
+Json Client::parse_answer(const std::string& method, const std::string& target,
+                          HttpResponse response, const DroppedKeys& dropped) {
   if (response.status < 200 || response.status >= 300) {
     throw ApiError(Status::from_body(response.status, response.body));
   }
   if (response.body.empty()) {
     return Json::object();
   }
-  auto parsed = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  auto parsed = decode_json(response.body, dropped);
   if (parsed.is_discarded()) {
     throw TransportError(method + " " + target +
                          ": response is not JSON: " + response.body.substr(0, 120));
@@ -95,7 +100,27 @@ Json Client::get_metadata(const Resource& resource, const std::string& ns,
 Json Client::list(const Resource& resource, const std::string& ns, const ListOptions& options) {
   Json result;
   Json items = Json::array();
+  list_pages(resource, ns, options, [&](Json& page) {
+    for (auto& item : page["items"]) {
+      items.push_back(std::move(item));
+    }
+    if (result.is_null()) {
+      page.erase("items");
+      result = std::move(page);  // keeps kind, apiVersion and the snapshot's resourceVersion
+    }
+  });
+  result["items"] = std::move(items);
+  result["metadata"].erase("continue");
+  result["metadata"].erase("remainingItemCount");
+  return result;
+}
+
+std::string Client::list_pages(const Resource& resource, const std::string& ns,
+                               const ListOptions& options,
+                               const std::function<void(Json& page)>& on_page) {
+  std::string snapshot_version;
   std::string continue_token;
+  bool first = true;
   do {
     std::string target = resource.collection_path(ns);
     if (!options.label_selector.empty()) {
@@ -112,19 +137,17 @@ Json Client::list(const Resource& resource, const std::string& ns, const ListOpt
     } else if (!options.resource_version.empty()) {
       target = add_query(target, "resourceVersion", options.resource_version);
     }
-    Json page = request("GET", target);
-    if (result.is_null()) {
-      result = page;  // keeps kind, apiVersion and the snapshot's resourceVersion
-    }
-    for (auto& item : page["items"]) {
-      items.push_back(std::move(item));
+    HttpRequest request{"GET", target, "", "", {}, "application/json"};
+    Json page = parse_answer("GET", target, send_with_retries(std::move(request), options_.timeout),
+                             options.dropped_keys);
+    if (first) {
+      snapshot_version = page.value("/metadata/resourceVersion"_json_pointer, std::string());
+      first = false;
     }
     continue_token = page.value("/metadata/continue"_json_pointer, std::string());
+    on_page(page);
   } while (!continue_token.empty());
-  result["items"] = std::move(items);
-  result["metadata"].erase("continue");
-  result["metadata"].erase("remainingItemCount");
-  return result;
+  return snapshot_version;
 }
 
 Json Client::create(const Resource& resource, const std::string& ns, const Json& object,
@@ -184,7 +207,7 @@ WatchEnd Client::watch(const Resource& resource, const std::string& ns, const Wa
 
   limiter_.acquire();
   HttpRequest request{"GET", target, "", "", tokens_.token(), "application/json"};
-  WatchDecoder decoder;
+  WatchDecoder decoder(WatchDecoder::kMaxEventBytes, options.dropped_keys);
   std::string error_body;
   bool stopped = false;
   // Delivering from inside the read loop keeps memory flat and events in order. An ERROR

@@ -11,6 +11,7 @@
 #include "common/version.hpp"
 
 #include "kube/config.hpp"
+#include "kube/decode.hpp"
 #include "kube/errors.hpp"
 #include "kube/resource.hpp"
 #include "kube/retry.hpp"
@@ -46,6 +47,7 @@ struct ListOptions {
   int page_size = 500;  // client-go's pager default; 0 asks for everything at once
   // "" = quorum read (most recent); "0" = any cached version is fine.
   std::string resource_version;
+  DroppedKeys dropped_keys;  // left out of every item as the pages are parsed (decode_json)
 };
 
 struct WatchOptions {
@@ -56,6 +58,7 @@ struct WatchOptions {
   // No byte for this long after the stream started = dead connection. Defaults to
   // timeout_seconds + 5 s when zero.
   std::chrono::milliseconds idle_timeout{0};
+  DroppedKeys dropped_keys;  // left out of every event's object as it is parsed
 };
 
 enum class WatchEnd {
@@ -79,6 +82,12 @@ class Client {
   // Follows `continue` tokens and returns one List object: all items, and the
   // metadata.resourceVersion of the first page (the snapshot a watch resumes from).
   Json list(const Resource& resource, const std::string& ns, const ListOptions& options = {});
+  // The same list one page at a time: `on_page` gets each List page (its items, kind and
+  // apiVersion) and may consume it; only one page is in memory at once. Returns the
+  // metadata.resourceVersion of the first page.
+  std::string list_pages(const Resource& resource, const std::string& ns,
+                         const ListOptions& options,
+                         const std::function<void(Json& page)>& on_page);
   Json create(const Resource& resource, const std::string& ns, const Json& object,
               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // PUT; when object.metadata.resourceVersion is set the write is conditional (409 if stale).
@@ -121,6 +130,8 @@ class Client {
 
  private:
   HttpResponse send_with_retries(HttpRequest request, std::chrono::milliseconds timeout);
+  Json parse_answer(const std::string& method, const std::string& target, HttpResponse response,
+                    const DroppedKeys& dropped);
 
   Config config_;
   ClientOptions options_;

@@ -65,18 +65,27 @@ void ControllerEngine::enqueue_owners(const Json& owned) {
 }
 
 void ControllerEngine::enqueue_all() {
-  for (const Json& o : caches_.primaries()) {
-    queue_.add(Informer::key_of(o));
+  for (const std::string& key : caches_.primary_keys()) {
+    queue_.add(key);
   }
 }
 
 bool ControllerEngine::run(Reconciler& reconciler, std::stop_token stop) {
   reconciler_ = &reconciler;
   std::vector<std::jthread> informers = caches_.start();
-  std::jthread gauges([this](std::stop_token s) {
+  std::vector<std::pair<const Resource*, metrics::Gauge*>> cached_bytes;
+  if (metrics_.cached_bytes) {
+    for (const Resource* kind : caches_.kinds()) {
+      cached_bytes.emplace_back(kind, &metrics_.cached_bytes(kind->plural));
+    }
+  }
+  std::jthread gauges([this, cached_bytes](std::stop_token s) {
     while (sleep_unless_stopped(s, std::chrono::milliseconds(500))) {
       metrics_.queue_depth.set(static_cast<double>(queue_.size()));
       metrics_.primaries.set(static_cast<double>(caches_.primary_count()));
+      for (const auto& [kind, gauge] : cached_bytes) {
+        gauge->set(static_cast<double>(caches_.cached_bytes(*kind)));
+      }
     }
   });
   // Keys queued while standing by are harmless: the queue dedupes, and only workers take.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -58,6 +59,8 @@ struct EngineMetrics {
   metrics::Gauge& queue_depth;
   metrics::Gauge& leader;     // 1 while leading
   metrics::Gauge& primaries;  // primary objects in the caches
+  // The gauge of the bytes the caches of one kind hold (Caches::cached_bytes), by its plural.
+  std::function<metrics::Gauge&(const std::string& kind)> cached_bytes;
 };
 
 class ControllerEngine {

@@ -1,7 +1,5 @@
 #include "kube/informer.hpp"
 
-#include <set>
-
 #include <spdlog/spdlog.h>
 
 #include "common/backoff.hpp"
@@ -47,9 +45,24 @@ std::vector<Json> Informer::list() const {
   return objects;
 }
 
+std::vector<std::string> Informer::keys() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> keys;
+  keys.reserve(cache_.size());
+  for (const auto& [key, entry] : cache_) {
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 std::size_t Informer::size() const {
   std::lock_guard lock(mutex_);
   return cache_.size();
+}
+
+std::size_t Informer::cached_bytes() const {
+  std::lock_guard lock(mutex_);
+  return cached_bytes_;
 }
 
 std::string Informer::resource_version() const {
@@ -65,96 +78,113 @@ void Informer::set_resource_version(const Json& object) {
   }
 }
 
-void strip_managed_fields(Json& object) {
-  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object()) {
-    meta->erase("managedFields");
-  }
-}
-
 namespace {
 
-// The list's items by key. List items carry no kind/apiVersion (watch events do); they get
-// them back, so handlers see the same shape from both sources, and then the transform.
-std::map<std::string, Json> items_by_key(Json& snapshot, const Resource& resource,
-                                         const std::function<void(Json&)>& transform) {
-  std::map<std::string, Json> fresh;
-  const std::string list_kind = snapshot.value("kind", std::string());
-  const std::string kind =
-      list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : std::string();
-  for (auto& item : snapshot["items"]) {
-    if (!kind.empty() && !item.contains("kind")) {
-      item["kind"] = kind;
-      item["apiVersion"] = snapshot.value("apiVersion", resource.api_version());
-    }
-    if (transform) {
-      transform(item);
-    }
-    fresh.emplace(Informer::key_of(item), std::move(item));
-  }
-  return fresh;
+std::size_t entry_bytes(const std::string& key, const std::vector<std::uint8_t>& packed) {
+  return key.size() + packed.size();
 }
 
-// What a relist found changed since the cache was last filled.
-struct Changes {
-  std::vector<Json> added, deleted;
-  std::vector<std::pair<Json, Json>> updated;
+// One of the shared list slots, while a relist reads its pages.
+class ListSlot {
+ public:
+  explicit ListSlot(std::counting_semaphore<>* slots) : slots_(slots) {
+    if (slots_ != nullptr) {
+      slots_->acquire();
+    }
+  }
+  ~ListSlot() {
+    if (slots_ != nullptr) {
+      slots_->release();
+    }
+  }
+  ListSlot(const ListSlot&) = delete;
+  ListSlot& operator=(const ListSlot&) = delete;
+
+ private:
+  std::counting_semaphore<>* slots_;
 };
-
-// Deletes first, then adds, then updates.
-void deliver(const InformerHandlers& handlers, const Changes& changes) {
-  for (const auto& object : changes.deleted) {
-    if (handlers.on_delete) {
-      handlers.on_delete(object);
-    }
-  }
-  for (const auto& object : changes.added) {
-    if (handlers.on_add) {
-      handlers.on_add(object);
-    }
-  }
-  for (const auto& [old_object, new_object] : changes.updated) {
-    if (handlers.on_update) {
-      handlers.on_update(old_object, new_object);
-    }
-  }
-}
 
 }  // namespace
 
+void Informer::prepare(Json& object, const std::string& kind,
+                       const std::string& api_version) const {
+  if (!kind.empty() && !object.contains("kind")) {
+    object["kind"] = kind;
+    object["apiVersion"] = api_version;
+  }
+  if (options_.transform) {
+    options_.transform(object);
+  }
+}
+
+// Handlers are told after the cache is replaced, one object unpacked at a time: deletes first,
+// then adds, then updates. No watch runs meanwhile (relist and watch share this thread), so the
+// cache still holds what is delivered.
 void Informer::relist() {
   ListOptions list_options;
   list_options.label_selector = options_.label_selector;
   list_options.field_selector = options_.field_selector;
   list_options.page_size = options_.page_size;
+  list_options.dropped_keys = options_.dropped_keys;
   // Empty resourceVersion: a quorum read. After a 410 the watch cache is behind us; reading it
   // ("0") could hand back a snapshot older than what we already delivered.
-  Json snapshot = client_.list(resource_, namespace_, list_options);
-  std::map<std::string, Json> fresh = items_by_key(snapshot, resource_, options_.transform);
-  Changes changes;
+  std::map<std::string, Entry> fresh;
+  std::size_t fresh_bytes = 0;
+  ListSlot slot(options_.list_slots.get());
+  const std::string version =
+      client_.list_pages(resource_, namespace_, list_options, [&](Json& page) {
+        const std::string list_kind = page.value("kind", std::string());
+        const std::string kind =
+            list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : std::string();
+        const std::string api_version = page.value("apiVersion", resource_.api_version());
+        for (auto& item : page["items"]) {
+          prepare(item, kind, api_version);
+          std::string key = key_of(item);
+          Entry entry = pack(item);
+          item = nullptr;  // the page shrinks as it is packed
+          fresh_bytes += entry_bytes(key, entry.packed);
+          fresh.insert_or_assign(std::move(key), std::move(entry));
+        }
+      });
+  std::vector<std::vector<std::uint8_t>> deleted;
+  std::vector<std::string> added;
+  std::vector<std::pair<std::vector<std::uint8_t>, std::string>> updated;  // old, key
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [key, entry] : cache_) {
-      if (fresh.count(key) == 0) {
-        changes.deleted.push_back(Json::from_msgpack(entry.packed));  // vanished while not watching
+    for (auto& [key, entry] : cache_) {
+      auto now = fresh.find(key);
+      if (now == fresh.end()) {
+        deleted.push_back(std::move(entry.packed));  // vanished while not watching
+      } else if (now->second.resource_version != entry.resource_version) {
+        updated.emplace_back(std::move(entry.packed), key);
       }
     }
-    std::map<std::string, Entry> packed;
-    for (auto& [key, object] : fresh) {
-      auto old = cache_.find(key);
-      Entry entry = pack(object);
-      if (old == cache_.end()) {
-        changes.added.push_back(std::move(object));
-      } else if (old->second.resource_version != entry.resource_version) {
-        changes.updated.emplace_back(Json::from_msgpack(old->second.packed), std::move(object));
+    for (const auto& [key, entry] : fresh) {
+      if (!cache_.contains(key)) {
+        added.push_back(key);
       }
-      packed.emplace(key, std::move(entry));
     }
-    cache_ = std::move(packed);
-    resource_version_ = snapshot.value("/metadata/resourceVersion"_json_pointer, std::string());
+    cache_ = std::move(fresh);
+    cached_bytes_ = fresh_bytes;
+    resource_version_ = version;
   }
   relists_++;
   synced_ = true;
-  deliver(handlers_, changes);
+  for (const auto& packed : deleted) {
+    if (handlers_.on_delete) {
+      handlers_.on_delete(Json::from_msgpack(packed));
+    }
+  }
+  for (const std::string& key : added) {
+    if (std::optional<Json> object = get(key); object && handlers_.on_add) {
+      handlers_.on_add(*object);
+    }
+  }
+  for (const auto& [old_packed, key] : updated) {
+    if (std::optional<Json> object = get(key); object && handlers_.on_update) {
+      handlers_.on_update(Json::from_msgpack(old_packed), *object);
+    }
+  }
 }
 
 void Informer::apply(WatchEvent& event) {
@@ -172,11 +202,13 @@ void Informer::apply(WatchEvent& event) {
     auto it = cache_.find(key);
     if (it != cache_.end()) {
       old = Json::from_msgpack(it->second.packed);
+      cached_bytes_ -= entry_bytes(key, it->second.packed);
+      cache_.erase(it);
     }
-    if (event.type == WatchEventType::kDeleted) {
-      cache_.erase(key);
-    } else {
-      cache_[key] = pack(event.object);
+    if (event.type != WatchEventType::kDeleted) {
+      Entry entry = pack(event.object);
+      cached_bytes_ += entry_bytes(key, entry.packed);
+      cache_.emplace(key, std::move(entry));
     }
   }
   if (event.type == WatchEventType::kDeleted) {
@@ -222,6 +254,7 @@ WatchOptions watch_options_from(const InformerOptions& options,
   watch_options.field_selector = options.field_selector;
   watch_options.timeout_seconds = options.watch_timeout_seconds;
   watch_options.idle_timeout = options.idle_timeout;
+  watch_options.dropped_keys = options.dropped_keys;
   return watch_options;
 }
 

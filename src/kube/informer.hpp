@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -44,14 +46,17 @@ struct InformerOptions {
   std::chrono::milliseconds idle_timeout{0};  // 0: watch_timeout_seconds + 5 s
   std::chrono::milliseconds backoff_initial{800};
   std::chrono::milliseconds backoff_cap{30'000};
+  // Shared by informers that must not all relist at once (Caches shares one): a relist holds
+  // one parsed page at a time, so at most this many pages are parsed at once, whatever the
+  // number of kinds and namespaces watched. Null: no limit.
+  std::shared_ptr<std::counting_semaphore<>> list_slots;
+  // Left out of every object as it is parsed, before the transform sees it (decode_json):
+  // what is dropped there is never held, not even while a list of thousands is read.
+  DroppedKeys dropped_keys;
   // Applied to every object before it is cached or handed to a handler (client-go's
-  // SetTransform): what the cache does not need need not be kept, e.g. strip_managed_fields.
+  // SetTransform): what the cache does not need need not be kept.
   std::function<void(Json&)> transform;
 };
-
-// Removes metadata.managedFields, which server-side apply makes about as large as the spec
-// itself, and which no cache reader of this project needs.
-void strip_managed_fields(Json& object);
 
 class Informer {
  public:
@@ -66,7 +71,11 @@ class Informer {
   bool has_synced() const { return synced_.load(); }
   std::optional<Json> get(const std::string& key) const;
   std::vector<Json> list() const;
+  // The cached objects' keys, without unpacking them.
+  std::vector<std::string> keys() const;
   std::size_t size() const;
+  // What the cache holds, in bytes: the packed objects and their keys.
+  std::size_t cached_bytes() const;
   std::string resource_version() const;
   int relist_count() const { return relists_.load(); }
   int watch_count() const { return watches_.load(); }
@@ -79,11 +88,15 @@ class Informer {
   static std::string key_of(const Json& object);
 
  private:
+  // Lists page by page, packing each object as its page is read: a relist holds the packed
+  // objects and one parsed page, never the whole list parsed.
   void relist();
   // Logs a problem when it first appears or changes (not on every retry), and once
   // when it clears.
   void set_problem(std::string problem, bool not_served = false);
   void apply(WatchEvent& event);
+  // Restores kind and apiVersion (list items lack them), then the transform.
+  void prepare(Json& object, const std::string& kind, const std::string& api_version) const;
   void set_resource_version(const Json& object);
 
   Client& client_;
@@ -102,6 +115,7 @@ class Informer {
   };
   static Entry pack(const Json& object);
   std::map<std::string, Entry> cache_;
+  std::size_t cached_bytes_ = 0;  // kept with cache_
   std::string resource_version_;
   std::string problem_;
   std::atomic<bool> synced_{false};

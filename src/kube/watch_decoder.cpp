@@ -13,10 +13,11 @@ std::string excerpt(std::string_view text) {
 
 }  // namespace
 
-WatchDecoder::WatchDecoder(size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
+WatchDecoder::WatchDecoder(size_t max_event_bytes, DroppedKeys dropped)
+    : max_event_bytes_(max_event_bytes), dropped_(std::move(dropped)) {}
 
-WatchEvent WatchDecoder::decode(std::string_view line) {
-  auto value = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+WatchEvent WatchDecoder::decode(std::string_view line) const {
+  auto value = decode_json(line, dropped_);
   if (value.is_discarded()) {
     throw WatchDecodeError("watch stream: invalid JSON event: " + excerpt(line));
   }

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/decode.hpp"
+
 // Splits a watch response body into events. The apiserver writes one JSON object per line, but
 // HTTP chunks are cut wherever the network and proxies please: bytes are accumulated and an
 // event is decoded only once its terminating newline arrived (JSON escapes newlines inside
@@ -27,8 +29,10 @@ class WatchDecodeError : public std::runtime_error {
 
 class WatchDecoder {
  public:
-  // Refuses a single event larger than this (a broken stream would otherwise grow forever).
-  explicit WatchDecoder(size_t max_event_bytes = 64 * 1024 * 1024);
+  static constexpr size_t kMaxEventBytes = 64 * 1024 * 1024;
+  // Refuses a single event larger than `max_event_bytes` (a broken stream would otherwise grow
+  // forever). Each event's object is parsed without the `dropped` keys (decode_json).
+  explicit WatchDecoder(size_t max_event_bytes = kMaxEventBytes, DroppedKeys dropped = {});
 
   // Appends bytes and returns the events completed by them, in order. Throws
   // WatchDecodeError on a malformed event; the decoder is unusable afterwards.
@@ -39,10 +43,11 @@ class WatchDecoder {
   size_t buffered() const { return buffer_.size(); }
 
  private:
-  static WatchEvent decode(std::string_view line);
+  WatchEvent decode(std::string_view line) const;
   std::string buffer_;
   size_t scanned_ = 0;  // bytes of buffer_ already known to contain no newline
   size_t max_event_bytes_;
+  DroppedKeys dropped_;
 };
 
 }  // namespace outbox::kube

@@ -283,6 +283,54 @@ TEST_F(ControllerE2E, AnOperatorUpgradeRollsRelaysInWavesOfTheRolloutBudget) {
   }
 }
 
+// A resource the rollout budget holds back is looked at again every few seconds, but not
+// rendered again while nothing it depends on changed and the budget stays spent: a fleet-wide
+// upgrade would otherwise render (and parse) every waiting resource every few seconds.
+TEST_F(ControllerE2E, AResourceHeldBackByTheRolloutBudgetIsNotRenderedAgain) {
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "postgresql://u:p@db/orders"}});
+  const std::vector<std::string> names = {"h1", "h2", "h3"};
+  {
+    testing::ControllerProcess old_release(ns, {}, "held-old-" + ns);
+    for (const std::string& n : names) {
+      client.create(kOutboxRelays, ns, relay_object(n, base_spec()));
+    }
+    ASSERT_TRUE(eventually(
+        [&] {
+          return std::all_of(names.begin(), names.end(),
+                             [&](const std::string& n) { return observed(n); });
+        },
+        30s));
+  }
+  for (const std::string& n : names) {
+    finish_rollout(client, ns, n + "-relay");
+  }
+  testing::ControllerProcess new_release(
+      ns, {"--max-rolling-relays=1", "--relay-image=ghcr.io/outbox-operator/outbox-operator:next"},
+      "held-new-" + ns);
+  auto queued = [&] {
+    return std::count_if(names.begin(), names.end(), [&](const std::string& n) {
+      return condition(relay(n), "Reconciling").value("reason", "") == "RolloutQueued";
+    });
+  };
+  ASSERT_TRUE(eventually([&] { return queued() == 2; }, 20s));
+  std::this_thread::sleep_for(6s);  // the status write's own watch event is judged afresh once
+
+  auto passes = [](const std::string& m) {
+    return testing::metric(m, "outbox_controller_reconcile_total{result=\"requeue\"}") +
+           testing::metric(m, "outbox_controller_reconcile_total{result=\"success\"}");
+  };
+  const std::string before = new_release.metrics();
+  std::this_thread::sleep_for(11s);  // two looks again at each held resource
+  const std::string after = new_release.metrics();
+  ASSERT_EQ(queued(), 2);
+  EXPECT_GE(passes(after) - passes(before), 4) << after;
+  EXPECT_EQ(testing::metric(after, "outbox_controller_renders_total"),
+            testing::metric(before, "outbox_controller_renders_total"))
+      << after;
+  EXPECT_EQ(testing::metric(after, "outbox_controller_applies_total"),
+            testing::metric(before, "outbox_controller_applies_total"));
+}
+
 // spec.relay.template passes the CRD's admission and the API server's own validation of
 // the pods it lands in (affinity and tolerations are kept as written, not pruned), and
 // its ServiceAccount annotation (IRSA) reaches the ServiceAccount.

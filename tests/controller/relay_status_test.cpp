@@ -58,8 +58,7 @@ TEST(RelayStatus, AQueuedSchemaJobKeepsSchemaReadyAndIsRolloutQueued) {
   const Json r = relay({{"database", {{"manageSchema", true}}}});
   StatusInputs in{r,  nullptr,           std::nullopt, std::chrono::system_clock::now(),
                   "", "orders-schema-2", nullptr};
-  in.rollout_queued = true;
-  in.schema_job_queued = true;
+  in.held.schema_job = true;
   const Json status = compute_status(in);
   EXPECT_EQ(find_condition(status, "SchemaReady").at("status"), "True");
   EXPECT_EQ(find_condition(status, "SchemaReady").at("reason"), "MigrationQueued");

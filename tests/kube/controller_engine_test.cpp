@@ -73,10 +73,16 @@ Client unreachable_client() {
 struct EngineTest : ::testing::Test {
   metrics::Registry registry;
   Client client = unreachable_client();
-  EngineMetrics metrics{registry.counter("ok", ""),        registry.counter("requeue", ""),
-                        registry.counter("error", ""),     registry.histogram("duration", "", {1}),
-                        registry.gauge("queue_depth", ""), registry.gauge("leader", ""),
-                        registry.gauge("primaries", "")};
+  EngineMetrics metrics{registry.counter("ok", ""),
+                        registry.counter("requeue", ""),
+                        registry.counter("error", ""),
+                        registry.histogram("duration", "", {1}),
+                        registry.gauge("queue_depth", ""),
+                        registry.gauge("leader", ""),
+                        registry.gauge("primaries", ""),
+                        [this](const std::string& kind) -> metrics::Gauge& {
+                          return registry.gauge("cached_bytes", "", {{"kind", kind}});
+                        }};
   FakeReconciler reconciler;
 
   EngineOptions options(int workers = 2) {

@@ -1,11 +1,10 @@
-// Rendering of the opt-in NetworkPolicy (network_policy.cpp) through render_relay, pure.
+// Rendering of the opt-in NetworkPolicy (builders/network_policy.cpp) through render_relay, pure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "controller/network_policy.hpp"
 #include "controller/relay_resources.hpp"
-#include "relay_sample.hpp"
+#include "controller/relay_sample.hpp"
 
 namespace outbox::controller {
 namespace {
@@ -100,6 +99,7 @@ TEST(NetworkPolicy, EveryPodOfTheResourceMetricsFromThePeersEgressToDnsApiServer
   const auto at = [&](const char* kind) {
     return std::find(order.begin(), order.end(), kind) - order.begin();
   };
+  EXPECT_GT(at("NetworkPolicy"), at("ConfigMap"));
   EXPECT_LT(at("NetworkPolicy"), at("Deployment"));
   EXPECT_LT(at("NetworkPolicy"), at("CronJob"));
 }
