@@ -88,6 +88,15 @@ struct Reader {
   std::unique_ptr<EventStore> store;
 };
 
+// The events a new reader would skip: read past in _progress.
+int events_read_past(pqxx::connection& conn, const LogTable& t) {
+  return pqxx::nontransaction(conn)
+      .exec("SELECT count(*) FROM " + t.table.quoted() + " e JOIN " +
+            t.table.quoted_with_suffix("_progress") +
+            " p ON p.shard = e.shard WHERE (e.xid, e.id) <= (p.xid, p.id)")[0][0]
+      .as<int>();
+}
+
 TEST(LogSchema, MigrateMakesAPartitionedTableWithProgressRetryAndAStatusView) {
   LogTable t;
   pqxx::connection conn(t.dsn);
@@ -502,20 +511,15 @@ TEST(LogStore, ProgressIsStoredPerShardSoAnotherReaderStartsWhereTheFirstStopped
   EXPECT_EQ(second.drain(8).size(), 8u) << "the rest, nothing again";
 }
 
-// The relay's store (progress deferred below a batch's worth of events): a write-back that only
-// moves progress costs no statement; the next claim on the session stores it, and so does the
+// The relay's store (progress deferred below a batch's worth of events; here a claim may carry
+// it at once): a write-back that only moves progress costs no statement; the next claim on the
+// session stores it, and so does the
 // next write-back that writes anything, or flush(). A reader that starts meanwhile reads the
 // owed events again (at least once), never fewer.
 TEST(LogStore, ProgressAloneRidesOnTheNextClaimOrFlushAndIsBoundedInEvents) {
   LogTable t;
   pqxx::connection watch(t.dsn);
-  auto stored = [&] {  // the events a new reader would skip: read past in _progress
-    return pqxx::nontransaction(watch)
-        .exec("SELECT count(*) FROM " + t.table.quoted() + " e JOIN " +
-              t.table.quoted_with_suffix("_progress") +
-              " p ON p.shard = e.shard WHERE (e.xid, e.id) <= (p.xid, p.id)")[0][0]
-        .as<int>();
-  };
+  auto stored = [&] { return events_read_past(watch, t); };
   Reader reader(t);
   reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true,
                             ProgressDeferral{5, std::chrono::milliseconds(0)});
@@ -556,13 +560,7 @@ TEST(LogStore, ProgressAloneRidesOnTheNextClaimOrFlushAndIsBoundedInEvents) {
 TEST(LogStore, AClaimCarriesOwedProgressOnlyOnceItIsRideAfterOld) {
   LogTable t;
   pqxx::connection watch(t.dsn);
-  auto stored = [&] {
-    return pqxx::nontransaction(watch)
-        .exec("SELECT count(*) FROM " + t.table.quoted() + " e JOIN " +
-              t.table.quoted_with_suffix("_progress") +
-              " p ON p.shard = e.shard WHERE (e.xid, e.id) <= (p.xid, p.id)")[0][0]
-        .as<int>();
-  };
+  auto stored = [&] { return events_read_past(watch, t); };
   Reader reader(t);
   reader.store = open_store(reader.conn, t.table, reader.info, reader.cursor, true,
                             ProgressDeferral{100, std::chrono::hours(1)});
