@@ -37,13 +37,7 @@ trap cleanup EXIT
 images=$("$REPO_ROOT/scripts/testbed/build-images.sh" | tail -n1) || die "build-images.sh failed"
 expect_eq "the archive is this tree's image" "$(cat "$images/outbox-operator.ref")" "$OUTBOX_TEST_IMAGE"
 tree=$tmp/tree
-mkdir -p "$tree/scripts" "$tree/tests"
-cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
-  "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
-cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
-cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$REPO_ROOT/scripts/release-sbom.py" \
-  "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
-sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
+release_tree "$tree" "$version"
 if out=$("$tree/scripts/release.sh" "$version" --allow-dirty --out "$tmp/dist" \
   --image-archive "$images/outbox-operator.tar" --push "$prefix" --key "$OUTBOX_TEST_COSIGN_KEY" --no-tlog \
   --registry-ca "$OUTBOX_TEST_REGISTRY_CA" 2>&1); then

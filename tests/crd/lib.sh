@@ -64,3 +64,16 @@ $2"; fi
 expect_not_contains() {
   if [[ "$2" != *"$3"* ]]; then pass "$1"; else fail "$1: output unexpectedly contains '$3'"; fi
 }
+
+# release_tree DIR VERSION: what scripts/release.sh reads from a checkout, copied into DIR, with
+# CHANGELOG.md's Unreleased section named VERSION (the release tests publish from it).
+release_tree() {
+  local tree=$1 version=$2
+  mkdir -p "$tree/scripts" "$tree/tests"
+  cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
+    "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
+  cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
+  cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$REPO_ROOT/scripts/release-sbom.py" \
+    "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
+  sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
+}

@@ -35,13 +35,7 @@ prefix=$OUTBOX_TEST_REGISTRY/$(unique_name release)
 
 # --- the release tree and a small image ---------------------------------------------------
 tree=$tmp/tree
-mkdir -p "$tree/scripts" "$tree/tests"
-cp -r "$REPO_ROOT/charts" "$REPO_ROOT/crds" "$REPO_ROOT/operator" "$REPO_ROOT/kubectl-plugin" \
-  "$REPO_ROOT/CMakeLists.txt" "$REPO_ROOT/LICENSE" "$tree/"
-cp -r "$REPO_ROOT/tests/crd" "$tree/tests/"
-cp "$REPO_ROOT/scripts/release.sh" "$REPO_ROOT/scripts/install-release.sh" "$REPO_ROOT/scripts/release-sbom.py" \
-  "$REPO_ROOT/scripts/librdkafka.sh" "$tree/scripts/"
-sed "s/^## Unreleased$/## $version - $(date +%F)/" "$REPO_ROOT/CHANGELOG.md" >"$tree/CHANGELOG.md"
+release_tree "$tree" "$version"
 
 # make_image TAR MARKER: a one-layer image (what the SBOM reads: the binary's path and a
 # Debian package record) as a docker-archive tarball; MARKER makes its digest its own.
@@ -182,20 +176,23 @@ refused "an unsigned chart" "REFUSED: the chart"
 cosign sign --yes --key "$tmp/attacker.key" --tlog-upload=false "$prefix/charts/outbox-operator@$d2" < <(:) \
   >/dev/null 2>&1 || die "signing with the other key failed"
 refused "a chart signed by another key" "REFUSED: the chart"
+# push_and_sign_chart DIR WHAT: pushes DIR's chart package and signs it with the release's key.
+push_and_sign_chart() {
+  local d
+  d=$(push_chart "$1")
+  cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d" < <(:) \
+    >/dev/null 2>&1 || die "signing $2 failed"
+}
 # 4. A chart signed with the release's key that names an unsigned image: the image is checked too.
 tampered_chart "$evil_digest" "$tmp/chart-signed"
 sed -i 's|^home: .*|home: https://tampered.invalid|' "$tmp/chart-signed/outbox-operator/Chart.yaml"
 "$HELM" package "$tmp/chart-signed/outbox-operator" --destination "$tmp/chart-signed" >/dev/null
-d4=$(push_chart "$tmp/chart-signed")
-cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d4" < <(:) \
-  >/dev/null 2>&1 || die "signing the chart naming an unsigned image failed"
+push_and_sign_chart "$tmp/chart-signed" "the chart naming an unsigned image"
 refused "a signed chart naming an unsigned image" "REFUSED: the image $prefix/outbox-operator@$evil_digest has no valid signature"
 # 5. A chart naming its image by tag only.
 mkdir -p "$tmp/chart-tag" && tar -xzf "$dist/outbox-operator-$version.tgz" -C "$tmp/chart-tag"
 sed -i "s|^  digest: \"$digest\"|  digest: \"\"|" "$tmp/chart-tag/outbox-operator/values.yaml"
 "$HELM" package "$tmp/chart-tag/outbox-operator" --destination "$tmp/chart-tag" >/dev/null
-d5=$(push_chart "$tmp/chart-tag")
-cosign sign --yes --key "$OUTBOX_TEST_COSIGN_KEY" --tlog-upload=false "$prefix/charts/outbox-operator@$d5" < <(:) \
-  >/dev/null 2>&1 || die "signing the chart naming its image by tag failed"
+push_and_sign_chart "$tmp/chart-tag" "the chart naming its image by tag"
 refused "a chart naming its image by tag" "REFUSED: the chart names its image by tag"
 finish
