@@ -18,7 +18,8 @@
 #   SHA256SUMS                    of every file above
 # With --push PREFIX (ghcr.io/outbox-operator; the test bed: 127.0.0.1:PORT/outbox-operator) it
 # also publishes, and writes what it published:
-#   1. the image to PREFIX/outbox-operator:VERSION (crane); everything after names its digest;
+#   1. the image to PREFIX/outbox-operator:VERSION (crane), with OCI labels (version, revision,
+#      created, source, licenses); everything after names its digest;
 #   2. sbom.spdx.json, SPDX 2.3 of the pushed image (scripts/release-sbom.py: the Debian packages
 #      the image records, librdkafka, the binary), attached as a signed attestation;
 #   3. signs the image by digest (cosign), packages the chart with that digest, pushes it to
@@ -179,8 +180,21 @@ if [ -n "$prefix" ]; then
     sign_args+=(--key "$key")
     [ "$no_tlog" = 0 ] || sign_args+=(--tlog-upload=false)
   fi
-  # 1. The image. crane prints the reference by digest of what it pushed.
-  pushed=$("$crane" push "$archive" "$repository:$version") || die "pushing the image to $repository failed"
+  # 1. The image, with the OCI labels that say which release and source it is (scanners and
+  #    registries read them from its config). crane prints the reference by digest of what it
+  #    pushed; the labelled image replaces the archive's under the release's tag. The labels
+  #    also give the release its own image ID (config digest): a node holding the archive's
+  #    build under another name (the test bed's imported image) keeps the two apart.
+  "$crane" push "$archive" "$repository:$version" >/dev/null || die "pushing the image to $repository failed"
+  revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+  created=$(date -u -d "@$mtime" +%Y-%m-%dT%H:%M:%SZ)
+  pushed=$("$crane" mutate "$repository:$version" --tag "$repository:$version" \
+    --label "org.opencontainers.image.version=$version" \
+    --label "org.opencontainers.image.revision=$revision" \
+    --label "org.opencontainers.image.created=$created" \
+    --label "org.opencontainers.image.source=$(sed -n 's/^home: *//p' "$root/charts/outbox-operator/Chart.yaml")" \
+    --label "org.opencontainers.image.licenses=Apache-2.0" \
+    --label "org.opencontainers.image.title=outbox-operator") || die "labelling the image in $repository failed"
   digest=${pushed##*@}
   [[ $digest =~ ^sha256:[0-9a-f]{64}$ ]] || die "crane printed no digest: $pushed"
   image_ref=$repository@$digest

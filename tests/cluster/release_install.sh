@@ -127,4 +127,18 @@ else
   expect_contains "install-release.sh refuses the unsigned image" "$out" "REFUSED: the image $evil_image"
 fi
 expect_eq "no release was made of that either" "$(helm list --namespace "$ns" --filter "^$name-evil\$" -q)" ""
+
+# --- the node's other images are untouched ----------------------------------------------------
+# The release is the archive's build with labels added: the node now holds its layers under
+# two images. The test bed's imported image (what every other cluster test runs, never
+# pullable) must still start under its own name.
+kubectl -n "$ns" run probe-local-image --image="$OUTBOX_TEST_IMAGE" --image-pull-policy=Never --restart=Never \
+  --overrides='{"spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"probe-local-image","image":"'"$OUTBOX_TEST_IMAGE"'","imagePullPolicy":"Never","args":["--version"],"securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' \
+  >/dev/null || die "could not create the probe pod"
+if kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/probe-local-image --timeout=60s >/dev/null 2>&1; then
+  pass "the node still runs $OUTBOX_TEST_IMAGE, its imported image"
+else
+  fail "the node no longer runs $OUTBOX_TEST_IMAGE after the release was pulled:
+$(kubectl -n "$ns" get pod probe-local-image -o jsonpath='{.status.containerStatuses[0].state}' 2>&1)"
+fi
 finish

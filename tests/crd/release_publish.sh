@@ -67,6 +67,20 @@ chart_digest=$(sed -n 's/^chart_digest=//p' "$dist/published.env")
 digest=${image##*@}
 expect_eq "the image is $prefix/outbox-operator by digest" "${image%@*}" "$prefix/outbox-operator"
 expect_eq "the release's tag names the pushed digest" "$(crane digest "$prefix/outbox-operator:$version")" "$digest"
+# The pushed image carries the release's OCI labels; its layers are the archive's own.
+labels=$(crane config "$image" | python3 -c 'import json,sys
+for k, v in sorted(json.load(sys.stdin)["config"]["Labels"].items()):
+    print(f"{k}={v}")')
+for want in "org.opencontainers.image.version=$version" "org.opencontainers.image.licenses=Apache-2.0" \
+  "org.opencontainers.image.source=https://github.com/outbox-operator/outbox-operator"; do
+  expect_contains "the image is labelled $want" "$labels" "$want"
+done
+expect_contains "the image names the revision it was built from" "$labels" "org.opencontainers.image.revision="
+expect_eq "the image's layers are the archive's" \
+  "$(crane config "$image" | python3 -c 'import json,sys; print(json.load(sys.stdin)["rootfs"]["diff_ids"])')" \
+  "$(tar -xOf "$tmp/good.tar" manifest.json | python3 -c 'import json,sys,tarfile
+m = json.load(sys.stdin)[0]
+print(json.load(tarfile.open(sys.argv[1]).extractfile(m["Config"]))["rootfs"]["diff_ids"])' "$tmp/good.tar")"
 expect_eq "the chart is oci://$prefix/charts/outbox-operator" "$chart" "oci://$prefix/charts/outbox-operator"
 expect_eq "the chart's tag names the pushed chart" "$(crane digest "$prefix/charts/outbox-operator:$version")" "$chart_digest"
 expect_eq "the chart is a Helm chart artifact" \
