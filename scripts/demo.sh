@@ -10,7 +10,10 @@
 # everything on exit.
 #   scripts/demo.sh [--short]
 # OUTBOX_DEMO_KEEP_TESTBED=1 leaves the test bed running (the demo test shares the
-# cluster tests' test bed: one node per machine).
+# cluster tests' test bed: one node per machine). OUTBOX_DEMO_NAMESPACE names the namespace
+# (default demo; its name also prefixes the topics and the consumer group), and
+# OUTBOX_DEMO_OPERATOR=installed runs the flow on an operator already installed to watch it
+# (tests/cluster/release_install.sh: a signed release pulled from a registry).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 orders=500
@@ -34,13 +37,18 @@ source "$("$root/scripts/testbed/up.sh" pg kafka kube node | tail -n1)"
 kubectl() { "$OUTBOX_TESTBED_BIN/kubectl" --kubeconfig "$OUTBOX_TEST_KUBECONFIG" "$@"; }
 helm() { "$OUTBOX_TESTBED_BIN/helm" --kubeconfig "$OUTBOX_TEST_KUBECONFIG" "$@"; }
 sql() { /usr/lib/postgresql/15/bin/psql -X -q -tA "$OUTBOX_TEST_PG_DSN" -c "$1"; }
-logs="$TESTBED_STATE/demo-logs" && mkdir -p "$logs"
+ns=${OUTBOX_DEMO_NAMESPACE:-demo}
+logs="$TESTBED_STATE/$ns-logs" && mkdir -p "$logs"
 
-echo "== helm install the operator (image $OUTBOX_TEST_IMAGE)"
-helm upgrade --install outbox "$root/charts/outbox-operator" --namespace outbox-system --create-namespace \
-  --set image.repository="${OUTBOX_TEST_IMAGE%:*}" --set image.tag="${OUTBOX_TEST_IMAGE##*:}" \
-  --set image.pullPolicy=Never --wait --timeout 180s >/dev/null
-kubectl -n outbox-system get pods -o wide
+if [ "${OUTBOX_DEMO_OPERATOR:-}" = installed ]; then
+  echo "== the operator installed before, watching namespace $ns"
+else
+  echo "== helm install the operator (image $OUTBOX_TEST_IMAGE)"
+  helm upgrade --install outbox "$root/charts/outbox-operator" --namespace outbox-system --create-namespace \
+    --set image.repository="${OUTBOX_TEST_IMAGE%:*}" --set image.tag="${OUTBOX_TEST_IMAGE##*:}" \
+    --set image.pullPolicy=Never --wait --timeout 180s >/dev/null
+  kubectl -n outbox-system get pods -o wide
+fi
 
 echo "== the outbox table (migrate), the DSN Secret, an OutboxRelay"
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" migrate --table public.outbox_event
@@ -49,21 +57,21 @@ sql "DROP TABLE IF EXISTS orders, user_points, points_inbox, points_inbox_keys; 
 # view shows it as the progress implies; a status-mode table (an earlier demo's) has one.
 statuses=outbox_event_status
 [ "$(sql "SELECT to_regclass('public.outbox_event_status') IS NOT NULL")" = t ] || statuses=outbox_event
-kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 # The relay pods reach PostgreSQL through the pod network: the DSN in the Secret says so.
-kubectl -n demo create secret generic orders-db --from-file=dsn=<(printf '%s' "$OUTBOX_TEST_POD_PG_DSN") \
+kubectl -n "$ns" create secret generic orders-db --from-file=dsn=<(printf '%s' "$OUTBOX_TEST_POD_PG_DSN") \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f - >/dev/null <<EOY
 apiVersion: outbox.dev/v1alpha1
 kind: OutboxRelay
-metadata: {name: orders, namespace: demo}
+metadata: {name: orders, namespace: $ns}
 spec:
   database: {dsnSecretRef: {name: orders-db, key: dsn}, table: public.outbox_event}
-  kafka: {bootstrapServers: "$OUTBOX_TEST_POD_KAFKA_BOOTSTRAP", topic: "demo.{biz_type}"}
+  kafka: {bootstrapServers: "$OUTBOX_TEST_POD_KAFKA_BOOTSTRAP", topic: "$ns.{biz_type}"}
   relay: {replicas: 2, pollInterval: 500ms}
 EOY
-kubectl -n demo wait --for=condition=Ready obr/orders --timeout=180s >/dev/null
-kubectl -n demo get deploy,pods,cronjobs -o wide
+kubectl -n "$ns" wait --for=condition=Ready obr/orders --timeout=180s >/dev/null
+kubectl -n "$ns" get deploy,pods,cronjobs -o wide
 
 echo "== order service: $orders orders, every 5th transaction rolled back"
 "$build/examples/order-service" --dsn "$OUTBOX_TEST_PG_DSN" --orders "$orders" --rollback-every 5 | tee "$logs/orders.log"
@@ -77,7 +85,7 @@ done
 echo "== points service (consumer with the inbox)"
 # It stops after 10 s without a message: everything was published before it started.
 "$build/examples/points-service" --dsn "$OUTBOX_TEST_PG_DSN" --brokers "$OUTBOX_TEST_KAFKA_BOOTSTRAP" \
-  --topic demo.ORDER_PAID --group demo-points --idle-exit 10 | tee "$logs/points.log"
+  --topic "$ns.ORDER_PAID" --group "$ns-points" --idle-exit 10 | tee "$logs/points.log"
 
 committed=$(sql "SELECT count(*) FROM orders")
 rolled_back=$((orders - committed))
@@ -94,19 +102,19 @@ printf '%-34s %s\n' "orders committed" "$committed" "orders rolled back" "$rolle
   "events published" "$published" "rolled-back events published" "$leaked" \
   "events consumed (inbox)" "$consumed" "points expected / granted" "$expected_points / $points" \
   "consumed with their traceparent" "$traced" "dead tuples in the outbox table" "$dead"
-for pod in $(kubectl -n demo get pods -l app.kubernetes.io/component=relay -o name); do
+for pod in $(kubectl -n "$ns" get pods -l app.kubernetes.io/component=relay -o name); do
   printf '%s: ' "${pod#pod/}"
-  kubectl get --raw "/api/v1/namespaces/demo/pods/${pod#pod/}:8080/proxy/metrics" |
+  kubectl get --raw "/api/v1/namespaces/$ns/pods/${pod#pod/}:8080/proxy/metrics" |
     grep -E '^outbox_(events_published_total|shards_owned)' | tr '\n' ' '
   echo
 done
 OUTBOX_DSN="$OUTBOX_TEST_PG_DSN" "$bin" inspect --table public.outbox_event | head -3
 sleep 2  # one more status report after the drain
-kubectl -n demo rollout status deploy/orders-relay --timeout=120s >/dev/null
-kubectl -n demo get obr orders
-kubectl -n demo get pods -l app.kubernetes.io/component=relay
-ready=$(kubectl -n demo get obr orders -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
-running=$(kubectl -n demo get pods -l app.kubernetes.io/component=relay --field-selector=status.phase=Running -o name | wc -l)
+kubectl -n "$ns" rollout status deploy/orders-relay --timeout=120s >/dev/null
+kubectl -n "$ns" get obr orders
+kubectl -n "$ns" get pods -l app.kubernetes.io/component=relay
+ready=$(kubectl -n "$ns" get obr orders -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
+running=$(kubectl -n "$ns" get pods -l app.kubernetes.io/component=relay --field-selector=status.phase=Running -o name | wc -l)
 if [ "$published" = "$committed" ] && [ "$leaked" = 0 ] && [ "$consumed" = "$committed" ] &&
   [ "$points" = "$expected_points" ] && [ "$traced" = "$committed" ] && [ "$ready" = True ] &&
   [ "$running" = 2 ]; then

@@ -156,7 +156,7 @@ StatusReport report_status(const RelayOptions& o, const relay::RelayHealth& heal
           report.reason = health.problem_reason();
         }
         report.backlog = health.backlog();
-        report.database_tls = health.database_tls();
+        report.database = health.database();
         return report;
       });
   spdlog::info("reporting the backlog to outboxrelay {}/{} every {}", ns, name, o.report_interval);

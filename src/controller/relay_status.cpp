@@ -347,6 +347,27 @@ struct Conditions {
                  : "condition."));
   }
 
+  // Log mode: a relay reports the table's last move to another PostgreSQL cluster, as the
+  // rebase that followed it recorded it (status.database.clusterMove, its field manager). It
+  // needs nobody (no write was refused, nothing lost) but on-call should know it happened;
+  // the condition exists only once a move was reported.
+  std::optional<Json> cluster_moved() const {
+    static const Json::json_pointer at("/database/clusterMove");
+    if (!current.contains(at) || !current.at(at).is_object() ||
+        current.at(at).value("to", "").empty()) {
+      return std::nullopt;
+    }
+    const Json& move = current.at(at);
+    return make("ClusterMoved", true, "TableRebased",
+                "Table " + value_at<std::string>(spec, "/database/table", "?") +
+                    " moved from PostgreSQL cluster " + move.value("from", "?") + " to " +
+                    move.value("to", "?") + " and was rebased at " + move.value("at", "?") +
+                    " (positions offset by " + std::to_string(move.value("positionOffset", 0LL)) +
+                    "): no write was refused and nothing was lost. Events the old cluster "
+                    "published after the copy was taken are published again (consumers "
+                    "dedupe on event_id).");
+  }
+
   const StatusInputs& in;
   const Json& spec;
   const Json current;
@@ -437,12 +458,17 @@ Json find_condition(const Json& status, const std::string& type) {
 
 std::vector<EventNote> condition_events(const Json& before, const Json& desired) {
   std::vector<EventNote> notes;
-  for (const char* type : {"Degraded", "BacklogStuck", "JobFailed"}) {
+  for (const std::string type : {"Degraded", "BacklogStuck", "JobFailed", "ClusterMoved"}) {
     const Json now = find_condition(desired, type);
     const Json was = find_condition(before, type);
     const bool on = now.is_object() && now.value("status", "") == "True";
     const bool was_on = was.is_object() && was.value("status", "") == "True";
-    if (on && (!was_on || was.value("reason", "") != now.value("reason", ""))) {
+    // A second move keeps ClusterMoved's reason; its message names the new clusters.
+    const bool changed =
+        was_on && on &&
+        (was.value("reason", "") != now.value("reason", "") ||
+         (type == "ClusterMoved" && was.value("message", "") != now.value("message", "")));
+    if (on && (!was_on || changed)) {
       notes.push_back({"Warning", now.at("reason"), now.at("message")});
     } else if (was_on && now.is_object() && now.value("status", "") == "False") {
       notes.push_back({"Normal", "Recovered",
@@ -474,6 +500,9 @@ Json compute_status(const StatusInputs& in) {
                                  c.degraded(), c.backlog_stuck(), c.job_failed()});
   if (!in.schema_job_name.empty()) {
     conditions.push_back(c.schema_ready());
+  }
+  if (std::optional<Json> moved = c.cluster_moved()) {
+    conditions.push_back(std::move(*moved));
   }
   return {{"observedGeneration", c.generation},
           {"conditions", std::move(conditions)},

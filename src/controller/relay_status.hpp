@@ -114,9 +114,9 @@ struct EventNote {
 };
 
 // The Events a status write from `before` to `desired` is worth: a Warning when Degraded,
-// BacklogStuck or JobFailed turns True, or stays True for another reason (a new thing to act
-// on); a Normal `Recovered` when one of them turns False again, naming what cleared. Stalled
-// says what Degraded says, so it gets none.
+// BacklogStuck, JobFailed or ClusterMoved turns True, or stays True for another reason (a new
+// thing to act on; for ClusterMoved, another move); a Normal `Recovered` when one of them turns
+// False again, naming what cleared. Stalled says what Degraded says, so it gets none.
 std::vector<EventNote> condition_events(const Json& before, const Json& desired);
 
 // A Warning `EventsFailed` when the FAILED count a relay reported (status.backlog.failed) rises

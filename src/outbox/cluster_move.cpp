@@ -178,7 +178,9 @@ std::string RebaseResult::text() const {
 RecordedMove recorded_move(pqxx::transaction_base& tx, const TableName& t) {
   const auto r = tx.exec_params(
       "SELECT COALESCE(m->>'moved_from', ''), COALESCE(m->>'moved_to', ''), "
-      "COALESCE(m->>'moved_at', ''), COALESCE((m->>'position_offset')::bigint, 0) FROM (SELECT "
+      "COALESCE(to_char((m->>'moved_at')::timestamptz AT TIME ZONE 'UTC', "
+      "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), COALESCE((m->>'position_offset')::bigint, 0) "
+      "FROM (SELECT "
       "to_jsonb(x) AS m FROM " +
           outbox_meta(t) + " x WHERE table_name = $1) s",
       t.table());

@@ -56,8 +56,9 @@ RebaseResult run_rebase(pqxx::transaction_base& tx, const TableName& t);
 // The move a rebase recorded last (outbox_meta.moved_from/moved_to/moved_at), for relays to
 // report whoever rebased; empty `to` when the table never moved.
 struct RecordedMove {
-  std::string from, to, at;
-  std::int64_t offset = 0;
+  std::string from, to;     // the clusters' system identifiers
+  std::string at;           // when, RFC 3339 in UTC
+  std::int64_t offset = 0;  // the position offset since
 };
 RecordedMove recorded_move(pqxx::transaction_base& tx, const TableName& t);
 

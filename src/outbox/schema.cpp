@@ -794,6 +794,12 @@ TableInfo inspect_unchecked(pqxx::connection& conn, const TableName& table) {
   if (!moved.empty()) {
     follow_move(conn, table, moved, info);
   }
+  if (!adopted && info.mode == TableMode::kLog) {
+    pqxx::nontransaction tx(conn);
+    if (RecordedMove move = recorded_move(tx, table); !move.to.empty()) {
+      info.last_move = std::move(move);
+    }
+  }
   return adopted ? inspect_adopted(conn, table, *adopted) : info;
 }
 

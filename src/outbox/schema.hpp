@@ -87,6 +87,9 @@ struct TableInfo {
   ClusterMovePolicy on_cluster_move = ClusterMovePolicy::kRebase;  // log mode
   // Log mode: the rebase this inspection ran, having found the table on another cluster.
   std::optional<RebaseResult> rebased;
+  // Log mode: the last move a rebase recorded (outbox_meta.moved_*), whoever ran it; nullopt
+  // while the table never moved.
+  std::optional<RecordedMove> last_move;
   bool headers = false;  // has the headers column (version 4)
   PayloadType payload = PayloadType::kJson;
   // An adopted table (migrate --adopt): the relay reads its copy, <table>_relay,

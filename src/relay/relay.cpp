@@ -245,7 +245,7 @@ bool Relay::kafka_credentials_changed() {
 }
 
 void Relay::went_online(Session& s) {
-  health_.set_database_tls(s.tls());
+  health_.set_database({s.tls(), s.last_move()});
   metrics_.database_up.set(1);
   health_.set_ready(true);
   spdlog::info("relay {} connected to {} ({}, TLS {}), member slot {}, {} shards", config_.identity,

@@ -38,9 +38,9 @@ std::optional<Backlog> RelayHealth::backlog() const {
   return backlog_;
 }
 
-std::string RelayHealth::database_tls() const {
+DatabaseReport RelayHealth::database() const {
   std::lock_guard lock(mu_);
-  return database_tls_;
+  return database_;
 }
 
 void RelayHealth::beat() {
@@ -62,9 +62,9 @@ void RelayHealth::set_backlog(const std::optional<Backlog>& backlog) {
   backlog_ = backlog;
 }
 
-void RelayHealth::set_database_tls(const std::string& tls) {
+void RelayHealth::set_database(DatabaseReport report) {
   std::lock_guard lock(mu_);
-  database_tls_ = tls;
+  database_ = std::move(report);
 }
 
 RunEnd stay_not_ready(RelayHealth& health, const std::string& problem, FileWatch kafka_files,

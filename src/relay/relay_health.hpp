@@ -8,14 +8,25 @@
 #include <string>
 
 #include "common/file_watch.hpp"
+#include "outbox/cluster_move.hpp"
 #include "outbox/store.hpp"
 
 namespace outbox::relay {
 
+// What the relay's last database session found, for the resource's status.database.
+struct DatabaseReport {
+  // How it verified the server (outbox::tls_verification: verify-full, verify-ca, unverified,
+  // off); empty before the first session.
+  std::string tls;
+  // Log mode: the last move of the table to another PostgreSQL cluster that a rebase recorded
+  // (by this relay or by whoever noticed first: a writer, another relay, migrate --rebase).
+  std::optional<RecordedMove> cluster_move;
+};
+
 // What /healthz, /readyz and the status report read of a relay, from their own threads: whether
-// it is ready, why not, its last backlog measurement, how its database session verified the
-// server, and when its loop last made progress. The relay's thread writes it; it outlives the
-// relay and exists without one (stay_not_ready()). Thread-safe.
+// it is ready, why not, its last backlog measurement, what its database session found (how it
+// verified the server, a move of the table), and when its loop last made progress. The relay's
+// thread writes it; it outlives the relay and exists without one (stay_not_ready()). Thread-safe.
 class RelayHealth {
  public:
   RelayHealth();
@@ -31,16 +42,14 @@ class RelayHealth {
   // The backlog last measured on the current database session; nullopt while the
   // session is down or before its first measurement.
   std::optional<Backlog> backlog() const;
-  // How the last database session verified the server (outbox::tls_verification: verify-full,
-  // verify-ca, unverified, off); empty before the first session.
-  std::string database_tls() const;
+  DatabaseReport database() const;
 
   void beat();
   void set_ready(bool ready) { ready_ = ready; }
   // Sets the problem and its reason; returns the problem it replaced when that was another.
   std::optional<std::string> set_problem(const std::string& problem, const std::string& reason);
   void set_backlog(const std::optional<Backlog>& backlog);
-  void set_database_tls(const std::string& tls);
+  void set_database(DatabaseReport report);
 
  private:
   std::atomic<bool> ready_{false};
@@ -49,7 +58,7 @@ class RelayHealth {
   std::string problem_;
   std::string problem_reason_;
   std::optional<Backlog> backlog_;
-  std::string database_tls_;
+  DatabaseReport database_;
 };
 
 // Why Relay::run, or stay_not_ready, returned.

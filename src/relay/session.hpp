@@ -48,6 +48,8 @@ class Session {
   int shard_count() const { return info_.shard_count; }
   // The rebase this session ran, having found a log-mode table on another PostgreSQL cluster.
   const std::optional<RebaseResult>& rebased() const { return info_.rebased; }
+  // The last move of the table that a rebase recorded (this session's or an earlier one's).
+  const std::optional<RecordedMove>& last_move() const { return info_.last_move; }
   // How the sessions' server was verified: tls_verification() of this connection.
   const std::string& tls() const { return tls_; }
   ShardOwnership& shards() { return shards_; }

@@ -58,8 +58,14 @@ bool StatusReporter::report_once() {
                      {"oldestPendingSeconds", b.oldest_pending_seconds},
                      {"measuredAt", now}}}};
     // In the same apply: fields this manager owned and leaves out would be removed.
-    if (!report.database_tls.empty()) {
-      status["database"] = {{"tls", report.database_tls}};
+    if (!report.database.tls.empty()) {
+      status["database"]["tls"] = report.database.tls;
+    }
+    if (const auto& move = report.database.cluster_move) {
+      status["database"]["clusterMove"] = {{"from", move->from},
+                                           {"to", move->to},
+                                           {"at", move->at},
+                                           {"positionOffset", move->offset}};
     }
     ok = apply(std::move(status), kRelayFieldManager);
     reported = true;

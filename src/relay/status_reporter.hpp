@@ -10,6 +10,7 @@
 #include "common/identity.hpp"
 #include "kube/client.hpp"
 #include "outbox/store.hpp"
+#include "relay/relay_health.hpp"
 
 // The relay's side of the OutboxRelay status: every interval it applies status.backlog
 // {pending, failed, oldestPendingSeconds, measuredAt} to its OutboxRelay's status subresource
@@ -32,7 +33,7 @@ struct RelayReport {
   std::optional<Backlog> backlog;  // nullopt: not measured this round (Relay::backlog())
   std::string problem;             // why the relay is not ready; empty when ready or starting
   std::string reason;              // the problem's CamelCase reason, when it has one
-  std::string database_tls;        // Relay::database_tls(); reported with the backlog
+  DatabaseReport database;         // RelayHealth::database(); reported with the backlog
 };
 
 struct StatusReporterOptions {

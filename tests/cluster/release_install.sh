@@ -5,8 +5,9 @@
 # signed; scripts/install-release.sh verifies chart, image and SBOM with cosign and runs
 # `helm upgrade --install oci://...@<chart digest>`; the node's containerd then pulls the image
 # from the registry by digest (it was not imported: the node never had it under that name),
-# and the operator becomes Ready. A tampered chart pushed under the release's tag, and a chart
-# signed with the release's key that names an unsigned image, are refused and install nothing.
+# and the operator becomes Ready; the demo's flow (scripts/demo.sh --short) then runs on it. A
+# tampered chart pushed under the release's tag, and a chart signed with the release's key
+# that names an unsigned image, are refused and install nothing.
 # The operator installed here watches only its own namespace (watchNamespaces), beside the
 # one the other cluster tests share, and is uninstalled at the end.
 source "$(dirname "$0")/../crd/lib.sh"
@@ -94,6 +95,22 @@ grep -q "GET /v2/${prefix#*/}/outbox-operator/manifests/$digest.*containerd" \
   fail "the registry's log shows no fetch of $digest by containerd"
 leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}' 2>/dev/null)
 [ -n "$leader" ] && pass "an operator pod leads ($leader)" || fail "no operator pod holds the Lease in $ns"
+
+# --- the demo's flow on the released operator -----------------------------------------------
+# scripts/demo.sh --short in the release's namespace, on this operator (not on the chart the
+# other cluster tests install): its relay pods run the released image, the sample order
+# service's committed orders reach Kafka through them and the points service consumes each
+# once; nothing rolled back is published.
+if out=$(OUTBOX_DEMO_SKIP_BUILD=1 OUTBOX_DEMO_KEEP_TESTBED=1 OUTBOX_DEMO_OPERATOR=installed \
+  OUTBOX_DEMO_NAMESPACE="$ns" "$REPO_ROOT/scripts/demo.sh" --short 2>&1); then
+  pass "the demo's flow passes on the released operator"
+else
+  fail "the demo's flow failed on the released operator:
+$(tail -n 40 <<<"$out")"
+fi
+expect_contains "the demo checked its summary" "$out" "demo OK"
+expect_eq "its relay pods ran the released image" \
+  "$(kubectl -n "$ns" get deploy orders-relay -o jsonpath='{.spec.template.spec.containers[0].image}' 2>&1)" "$image"
 
 # --- a tampered chart is refused and installs nothing -----------------------------------------
 mkdir -p "$tmp/evil" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil"

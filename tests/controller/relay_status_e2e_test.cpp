@@ -457,5 +457,79 @@ TEST_F(ControllerE2E, APasswordLibpqQuotesBackReachesNoStatusConditionEventOrLog
   EXPECT_FALSE(shows_password(after.at("status").dump())) << after.at("status").dump();
 }
 
+// A log-mode table found on another PostgreSQL cluster is rebased by the relay (the default
+// policy), which reports the move outbox_meta records in status.database.clusterMove; the
+// controller turns it into ClusterMoved=True naming both clusters, with one Warning Event per
+// move (a second move, another). Nothing else changes: the relay stays ready.
+TEST_F(ControllerE2E, ARebasedClusterMoveIsAConditionAndOneWarningEventPerMove) {
+  const std::string dsn = testbed::postgres_dsn();
+  const std::string table = "public." + testbed::unique_name("moved");
+  const outbox::testing::CliResult migrated =
+      outbox::testing::run_cli(dsn, std::string(OUTBOX_BINARY) + " migrate --table " + table);
+  ASSERT_EQ(migrated.exit_code, 0) << migrated.output;
+  pqxx::connection conn(dsn);
+  const std::string here = pqxx::nontransaction(conn)
+                               .exec1("SELECT system_identifier::text FROM pg_control_system()")[0]
+                               .as<std::string>();
+  // What a restore into another cluster looks like to the relay: the table recorded for a
+  // cluster that is not this one.
+  auto recorded_for = [&](const std::string& cluster) {
+    pqxx::nontransaction(conn).exec_params(
+        "UPDATE public.outbox_meta SET cluster_id = $1 WHERE table_name = $2", cluster,
+        table.substr(table.find('.') + 1));
+  };
+  recorded_for("4242");
+
+  testing::create_secret(client, ns, "orders-db", {{"dsn", "unused: the test runs the relay"}});
+  testing::ControllerProcess ctl(ns, {}, "moved-" + ns);
+  Json spec = base_spec();
+  spec["database"]["table"] = table;
+  spec["kafka"] = {{"bootstrapServers", testbed::kafka_bootstrap()}, {"topic", "moved-probe"}};
+  client.create(kOutboxRelays, ns, relay_object("orders", spec));
+  ASSERT_TRUE(eventually([&] { return observed("orders"); }, 20s));
+  const std::vector<std::string> args =
+      rendered_relay_args(get(owned::deployments, "orders-relay"));
+  auto moved_message = [&] {
+    return condition(relay("orders"), "ClusterMoved").value("message", "");
+  };
+
+  {
+    testing::Process relay_pod(args, {{"OUTBOX_DSN", dsn}},
+                               ::testing::TempDir() + "moved-relay-" + ns + "-1.log");
+    ASSERT_TRUE(eventually([&] { return !moved_message().empty(); }, 40s))
+        << relay("orders").value("status", Json::object()).dump();
+  }
+  Json r = relay("orders");
+  EXPECT_EQ(r.value("/status/database/clusterMove/from"_json_pointer, ""), "4242");
+  EXPECT_EQ(r.value("/status/database/clusterMove/to"_json_pointer, ""), here);
+  EXPECT_TRUE(std::regex_match(r.value("/status/database/clusterMove/at"_json_pointer, ""),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+      << r.at("status").dump();
+  const Json moved = condition(r, "ClusterMoved");
+  EXPECT_EQ(moved.value("status", ""), "True");
+  EXPECT_EQ(moved.value("reason", ""), "TableRebased");
+  EXPECT_NE(moved_message().find("from PostgreSQL cluster 4242 to " + here), std::string::npos)
+      << moved_message();
+  EXPECT_NE(moved_message().find(table), std::string::npos) << moved_message();
+  EXPECT_NE(condition(r, "Degraded").value("status", ""), "True") << "a rebase needs nobody";
+  ASSERT_TRUE(eventually([&] { return warning_events("TableRebased").size() == 1; }, 10s));
+  EXPECT_EQ(warning_events("TableRebased")[0].at("message"), moved.at("message"));
+
+  // Seconds later, still the one Event: the controller's resyncs write nothing new.
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(warning_events("TableRebased").size(), 1u);
+
+  // A second move: another Event, naming the new one.
+  recorded_for("4343");
+  {
+    testing::Process relay_pod(args, {{"OUTBOX_DSN", dsn}},
+                               ::testing::TempDir() + "moved-relay-" + ns + "-2.log");
+    ASSERT_TRUE(eventually(
+        [&] { return moved_message().find("cluster 4343 to") != std::string::npos; }, 40s))
+        << relay("orders").value("status", Json::object()).dump();
+  }
+  ASSERT_TRUE(eventually([&] { return warning_events("TableRebased").size() == 2; }, 10s));
+}
+
 }  // namespace
 }  // namespace outbox::controller

@@ -418,6 +418,51 @@ TEST(RelayStatus, ConditionEventsAreTheTransitionsAPersonActsOn) {
   EXPECT_EQ(notes[1].message, "BacklogStuck cleared (was EventsStuck): BacklogFresh text");
 }
 
+// A relay's report of the table's last move (status.database.clusterMove) is ClusterMoved=True
+// naming both clusters; no report, no condition. Each new move is one Warning; the same move
+// seen again is none, and nothing about it is Degraded.
+TEST(RelayStatus, AReportedClusterMoveIsAConditionAndAWarningPerMove) {
+  const auto now = std::chrono::system_clock::now();
+  const auto status_with = [&](const Json& move) {
+    Json r = relay({{"database", {{"table", "public.outbox_event"}}}});
+    if (!move.is_null()) {
+      r["status"] = {{"database", {{"tls", "off"}, {"clusterMove", move}}}};
+    }
+    return compute_status({r, nullptr, std::nullopt, now, "", "", nullptr});
+  };
+  const Json before = status_with(nullptr);
+  EXPECT_TRUE(find_condition(before, "ClusterMoved").is_null());
+  const Json first = status_with({{"from", "7001"},
+                                  {"to", "7002"},
+                                  {"at", "2026-12-07T10:00:00Z"},
+                                  {"positionOffset", 20000}});
+  const Json moved = find_condition(first, "ClusterMoved");
+  ASSERT_TRUE(moved.is_object()) << first.dump();
+  EXPECT_EQ(moved.at("status"), "True");
+  EXPECT_EQ(moved.at("reason"), "TableRebased");
+  const std::string message = moved.at("message");
+  EXPECT_NE(message.find("Table public.outbox_event moved from PostgreSQL cluster 7001 to 7002 "
+                         "and was rebased at 2026-12-07T10:00:00Z (positions offset by 20000)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(find_condition(first, "Degraded").at("status"), "False");
+  auto notes = condition_events(before, first);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].type, "Warning");
+  EXPECT_EQ(notes[0].reason, "TableRebased");
+  EXPECT_EQ(notes[0].message, message);
+  EXPECT_TRUE(condition_events(first, first).empty()) << "the same move again is no news";
+  const Json second = status_with({{"from", "7002"},
+                                   {"to", "7003"},
+                                   {"at", "2026-12-08T10:00:00Z"},
+                                   {"positionOffset", 40000}});
+  notes = condition_events(first, second);
+  ASSERT_EQ(notes.size(), 1u) << "another move is";
+  EXPECT_NE(notes[0].message.find("from PostgreSQL cluster 7002 to 7003"), std::string::npos);
+  EXPECT_TRUE(find_condition(status_with({{"to", ""}}), "ClusterMoved").is_null())
+      << "a report naming no cluster is no move";
+}
+
 TEST(RelayStatus, AFailedCountRisingFromZeroIsAWarningNamingTheCommands) {
   const auto failed = [](long long n) { return Json{{"backlog", {{"failed", n}}}}; };
   const auto note = failed_events_event(0, failed(3), "shop", "orders");

@@ -698,7 +698,13 @@ TEST(LogMove, ATableRecordedForAnotherClusterIsRebasedByTheFirstReader) {
   EXPECT_EQ(move.to, reader.info.rebased->cluster);
   EXPECT_FALSE(move.at.empty());
   tx.commit();
-  EXPECT_FALSE(inspect_table(conn, t.table).rebased.has_value()) << "once only";
+  const TableInfo again = inspect_table(conn, t.table);
+  EXPECT_FALSE(again.rebased.has_value()) << "once only";
+  ASSERT_TRUE(again.last_move.has_value()) << "a later session sees the move recorded";
+  EXPECT_EQ(again.last_move->from, "42");
+  EXPECT_EQ(again.last_move->to, move.to);
+  EXPECT_EQ(again.last_move->at.size(), std::string("2026-12-07T13:45:00Z").size())
+      << again.last_move->at;
 }
 
 // Under the default policy, progress restored ahead of this cluster's ids: eight sessions'
