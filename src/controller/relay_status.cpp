@@ -350,11 +350,18 @@ struct Conditions {
   // Log mode: a relay reports the table's last move to another PostgreSQL cluster, as the
   // rebase that followed it recorded it (status.database.clusterMove, its field manager). It
   // needs nobody (no write was refused, nothing lost) but on-call should know it happened;
-  // the condition exists only once a move was reported.
+  // the condition exists once a move was reported, and stays as it was while no relay reports
+  // one: every relay pod applies status.database under the one field manager, so a pod that
+  // reports none (starting, of an older version, still on the old cluster) removes the field
+  // until the next report, and the condition must not come and go with it (nor its Event).
   std::optional<Json> cluster_moved() const {
     static const Json::json_pointer at("/database/clusterMove");
     if (!current.contains(at) || !current.at(at).is_object() ||
         current.at(at).value("to", "").empty()) {
+      if (const Json was = find_condition(current, "ClusterMoved"); was.is_object()) {
+        return make("ClusterMoved", was.value("status", "") == "True", was.value("reason", ""),
+                    was.value("message", ""));
+      }
       return std::nullopt;
     }
     const Json& move = current.at(at);

@@ -92,14 +92,20 @@ std::string sql_literal(const std::string& s) {
 // writer's role needs no more than it has; with a fixed search_path, every name qualified.
 // Serialised with migrate on the table's lock, held to the caller's commit: a second caller
 // waits, then finds the move done (the lock's waiters see the commit in READ COMMITTED).
+// It also moves the id sequence past every id an event not yet read, a progress row or a
+// retry row holds: logical replication copies no sequence, so on the new cluster ids would
+// start again at 1, and a new event failing under an id <table>_retry holds already would fail
+// the write-back that copies it there (a dump and restore keeps the sequence: then no change).
 std::string rebase_function(const TableName& t, ClusterMovePolicy policy) {
   const std::string meta = outbox_meta(t);
   const std::string progress = t.quoted_with_suffix("_progress");
+  const std::string retry = t.quoted_with_suffix("_retry");
   const std::string name = sql_literal(t.table());
   return "CREATE OR REPLACE FUNCTION " + t.quoted_with_suffix("_rebase") +
          "() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, "
          "pg_temp AS $r$ DECLARE here text; rec text; o0 bigint; o bigint; base bigint; prog "
-         "bigint; highest bigint; pol text; BEGIN PERFORM pg_advisory_xact_lock(hashtext("
+         "bigint; highest bigint; pol text; seq text; ids bigint; BEGIN PERFORM "
+         "pg_advisory_xact_lock(hashtext("
          "'outbox-migrate:' || " +
          sql_literal(t.plain()) + ")); SELECT cluster_id, position_offset, on_cluster_move INTO " +
          "rec, o0, pol FROM " + meta + " WHERE table_name = " + name +
@@ -115,7 +121,13 @@ std::string rebase_function(const TableName& t, ClusterMovePolicy policy) {
          " SET cluster_id = here, position_offset = o, moved_from = rec, moved_to = here, "
          "moved_at = now(), updated_at = now() WHERE table_name = " +
          name + "; EXECUTE replace(replace($tpl$" + position_template(t, policy) +
-         "$tpl$, '@OFFSET@', o::text), '@CLUSTER@', quote_literal(here)); RAISE WARNING "
+         "$tpl$, '@OFFSET@', o::text), '@CLUSTER@', quote_literal(here)); seq := "
+         "pg_get_serial_sequence(" +
+         sql_literal(t.quoted()) + ", 'id'); ids := greatest((SELECT max(id) FROM " + t.quoted() +
+         " WHERE xid > (SELECT min(xid) FROM " + progress + ")), (SELECT max(id) FROM " + progress +
+         "), (SELECT max(id) FROM " + retry +
+         ")); IF seq IS NOT NULL AND ids IS NOT NULL AND ids > coalesce(pg_sequence_last_value("
+         "seq::regclass), 0) THEN PERFORM setval(seq, ids); END IF; RAISE WARNING "
          "'outbox table %: moved from PostgreSQL cluster % to %; positions continue after every "
          "restored row (offset % -> %)', " +
          sql_literal(t.plain()) +

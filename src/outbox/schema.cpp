@@ -437,7 +437,11 @@ void upgrade_log_table(pqxx::transaction_base& tx, const TableName& table, const
     result.applied.push_back(
         "v5: rows are positioned after every transaction ended before them (per-key commit "
         "order), and the table records its cluster");
-  } else if (from_version < 6 || policy != meta.on_cluster_move) {
+  } else {
+    // At every migrate, not only when the version or the policy changes: the functions are
+    // replaced in place (the same offset and cluster), and a release that improves the rebase
+    // reaches tables already at this version (the operator's schema Job runs migrate on
+    // every upgrade).
     for (const auto& stmt : cluster_move_functions(table, meta.position_offset, cluster, policy)) {
       tx.exec(stmt);
     }

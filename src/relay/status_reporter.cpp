@@ -62,10 +62,11 @@ bool StatusReporter::report_once() {
       status["database"]["tls"] = report.database.tls;
     }
     if (const auto& move = report.database.cluster_move) {
-      status["database"]["clusterMove"] = {{"from", move->from},
-                                           {"to", move->to},
-                                           {"at", move->at},
-                                           {"positionOffset", move->offset}};
+      Json reported = {{"from", move->from}, {"to", move->to}, {"positionOffset", move->offset}};
+      if (!move->at.empty()) {  // "" is no date-time: the API server would refuse the apply
+        reported["at"] = move->at;
+      }
+      status["database"]["clusterMove"] = std::move(reported);
     }
     ok = apply(std::move(status), kRelayFieldManager);
     reported = true;

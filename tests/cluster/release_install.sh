@@ -27,7 +27,9 @@ tmp=$(mktemp -d)
 # COSIGN_PASSWORD only here, where it is empty; release.sh gives it on a pipe).
 (cd "$tmp" && COSIGN_PASSWORD="" "$COSIGN" generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
 OUTBOX_TEST_COSIGN_KEY=$tmp/cosign.key OUTBOX_TEST_COSIGN_PUB=$tmp/cosign.pub
+shared_scaled=0  # the shared operator scaled to zero for the demo (below)
 cleanup() {
+  [ "$shared_scaled" = 0 ] || restore_shared || true
   helm uninstall "$name" --namespace "$ns" --wait --timeout 120s >/dev/null 2>&1 || true
   kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"
@@ -100,7 +102,25 @@ leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}
 # scripts/demo.sh --short in the release's namespace, on this operator (not on the chart the
 # other cluster tests install): its relay pods run the released image, the sample order
 # service's committed orders reach Kafka through them and the points service consumes each
-# once; nothing rolled back is published.
+# once; nothing rolled back is published. The operator the other cluster tests share watches
+# every namespace, this one's too, and would reconcile the demo's OutboxRelay with its own
+# image: it is scaled to zero meanwhile (this test runs alone). A demo that ran before on this
+# test bed left relays on the same table in namespace demo: they go first.
+shared=$(kubectl -n outbox-system get deploy -l app.kubernetes.io/instance=outbox -o name 2>/dev/null | head -n1)
+shared_replicas=$([ -z "$shared" ] || kubectl -n outbox-system get "$shared" -o jsonpath='{.spec.replicas}')
+restore_shared() {
+  [ -n "$shared" ] || return 0
+  kubectl -n "$ns" delete obr --all --wait=true --timeout=60s >/dev/null 2>&1 || true
+  shared_scaled=0
+  kubectl -n outbox-system scale "$shared" --replicas="$shared_replicas" >/dev/null &&
+    kubectl -n outbox-system rollout status "$shared" --timeout=120s >/dev/null
+}
+if [ -n "$shared" ]; then
+  shared_scaled=1
+  kubectl -n outbox-system scale "$shared" --replicas=0 >/dev/null
+  kubectl -n outbox-system wait --for=delete pod -l app.kubernetes.io/instance=outbox --timeout=60s >/dev/null 2>&1 || true
+fi
+kubectl -n demo delete obr --all --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
 if out=$(OUTBOX_DEMO_SKIP_BUILD=1 OUTBOX_DEMO_KEEP_TESTBED=1 OUTBOX_DEMO_OPERATOR=installed \
   OUTBOX_DEMO_NAMESPACE="$ns" "$REPO_ROOT/scripts/demo.sh" --short 2>&1); then
   pass "the demo's flow passes on the released operator"
@@ -111,6 +131,7 @@ fi
 expect_contains "the demo checked its summary" "$out" "demo OK"
 expect_eq "its relay pods ran the released image" \
   "$(kubectl -n "$ns" get deploy orders-relay -o jsonpath='{.spec.template.spec.containers[0].image}' 2>&1)" "$image"
+restore_shared || fail "the shared operator did not come back after the demo"
 
 # --- a tampered chart is refused and installs nothing -----------------------------------------
 mkdir -p "$tmp/evil" && tar -xzf "$tmp/dist/outbox-operator-$version.tgz" -C "$tmp/evil"

@@ -461,6 +461,15 @@ TEST(RelayStatus, AReportedClusterMoveIsAConditionAndAWarningPerMove) {
   EXPECT_NE(notes[0].message.find("from PostgreSQL cluster 7002 to 7003"), std::string::npos);
   EXPECT_TRUE(find_condition(status_with({{"to", ""}}), "ClusterMoved").is_null())
       << "a report naming no cluster is no move";
+  // A pod that reports no move (it removes the field it shares with the others) changes
+  // nothing: the condition stays, and when the move is reported again there is no new Event.
+  Json r = relay({{"database", {{"table", "public.outbox_event"}}}});
+  r["status"] = first;
+  r["status"]["database"] = {{"tls", "off"}};
+  const Json unreported = compute_status({r, nullptr, std::nullopt, now, "", "", nullptr});
+  EXPECT_EQ(find_condition(unreported, "ClusterMoved"), moved) << unreported.dump();
+  EXPECT_TRUE(condition_events(first, unreported).empty());
+  EXPECT_TRUE(condition_events(unreported, first).empty());
 }
 
 TEST(RelayStatus, AFailedCountRisingFromZeroIsAWarningNamingTheCommands) {

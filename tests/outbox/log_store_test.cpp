@@ -707,6 +707,42 @@ TEST(LogMove, ATableRecordedForAnotherClusterIsRebasedByTheFirstReader) {
       << again.last_move->at;
 }
 
+// Logical replication copies no sequence: on the new cluster the id sequence starts again at 1.
+// The rebase moves it past every id an unread event, a progress row or a retry row holds, so
+// the events inserted after it get ids above them (a failing one cannot collide with a
+// <table>_retry row); the insert that ran the rebase drew its id before (column defaults come
+// in column order). A sequence already past them is left alone.
+TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
+  LogTable t;
+  for (int i = 0; i < 5; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction tx(conn);
+  const auto highest = tx.exec1("SELECT max(id) FROM " + t.table.quoted())[0].as<long long>();
+  const std::string sequence = "pg_get_serial_sequence(" + tx.quote(t.table.quoted()) + ", 'id')";
+  // What a reader finds after a logical-replication cutover: the table recorded for another
+  // cluster, the sequence at its start.
+  auto moved_from = [&](const std::string& cluster) {
+    tx.exec_params("UPDATE " + outbox_meta(t.table) + " SET cluster_id = $2 WHERE table_name = $1",
+                   t.table.table(), cluster);
+    pqxx::connection reader(t.dsn);
+    EXPECT_TRUE(inspect_table(reader, t.table).rebased.has_value()) << "the reader rebased";
+  };
+  const auto id_of = [&](const std::string& key) {
+    return tx.exec_params1("SELECT id FROM " + t.table.quoted() + " WHERE biz_id = $1", key)[0]
+        .as<long long>();
+  };
+  tx.exec("SELECT setval(" + sequence + ", 1, false)");
+  moved_from("42");
+  t.insert_committed("after", 5);
+  EXPECT_GT(id_of("after"), highest) << "the sequence started again below the ids in use";
+  tx.exec("SELECT setval(" + sequence + ", 1000000)");
+  moved_from("43");
+  t.insert_committed("later", 6);
+  EXPECT_EQ(id_of("later"), 1000001) << "a sequence past every id in use keeps its place";
+}
+
 // Under the default policy, progress restored ahead of this cluster's ids: eight sessions'
 // first inserts at once all commit (one rebases, the others wait for it and find it done),
 // each new row sorts after everything restored, and nothing read before is read again.

@@ -642,18 +642,22 @@ struct Replication {
         "CREATE PUBLICATION " + name_ + " FOR TABLE " + t.table.quoted() + ", " +
         t.table.quoted_with_suffix("_progress") + ", " + t.table.quoted_with_suffix("_retry") +
         ", " + outbox_meta(t.table) + " WITH (publish_via_partition_root = true)");
-    pqxx::connection second(t.second);
-    pqxx::nontransaction(second).exec("CREATE SUBSCRIPTION " + name_ + " CONNECTION '" +
-                                      role_dsn_first + "' PUBLICATION " + name_);
+    try {
+      pqxx::connection second(t.second);
+      pqxx::nontransaction(second).exec("CREATE SUBSCRIPTION " + name_ + " CONNECTION " +
+                                        second.quote(role_dsn_first) + " PUBLICATION " + name_);
+    } catch (...) {
+      drop_publication();
+      throw;
+    }
   }
   ~Replication() {
     try {
-      stop();
-      pqxx::connection first(t_.first);
-      pqxx::nontransaction(first).exec("DROP PUBLICATION IF EXISTS " + name_);
+      stop();  // the subscription first: it takes its replication slot on the first cluster
     } catch (const std::exception& e) {
-      std::cerr << "dropping replication " << name_ << ": " << e.what() << "\n";
+      std::cerr << "dropping subscription " << name_ << ": " << e.what() << "\n";
     }
+    drop_publication();
   }
   Replication(const Replication&) = delete;
   Replication& operator=(const Replication&) = delete;
@@ -662,6 +666,14 @@ struct Replication {
   bool caught_up() const {
     return t_.count(t_.first, "true") == t_.count(t_.second, "true") &&
            progress_rows(t_, t_.first) == progress_rows(t_, t_.second);
+  }
+  void drop_publication() noexcept {
+    try {
+      pqxx::connection first(t_.first);
+      pqxx::nontransaction(first).exec("DROP PUBLICATION IF EXISTS " + name_);
+    } catch (const std::exception& e) {
+      std::cerr << "dropping publication " << name_ << ": " << e.what() << "\n";
+    }
   }
   // The cutover's end: nothing more comes from the first cluster.
   void stop() {
@@ -699,16 +711,19 @@ TEST(ClusterMove,
   std::this_thread::sleep_for(3s);
 
   std::set<int> sent_at_the_cutover;
+  bool caught_up = false;
+  std::string lag;
   const auto paused = Clock::now();
   writers.switch_to(role.dsn(port_of(t.second)), [&] {
-    ASSERT_TRUE(eventually([&] { return replication.caught_up(); }, 30s))
-        << t.count(t.first, "true") << " events on the first cluster, " << t.count(t.second, "true")
-        << " on the second";
+    caught_up = eventually([&] { return replication.caught_up(); }, 30s);
+    lag = std::to_string(t.count(t.first, "true")) + " events on the first cluster, " +
+          std::to_string(t.count(t.second, "true")) + " on the second";
     // What the first cluster's relay publishes after this is not replicated: it is sent
     // again from the second (at least once), never lost.
     replication.stop();
     sent_at_the_cutover = sent_seqs(t, t.second);
   });
+  ASSERT_TRUE(caught_up) << "the subscriber did not catch up in 30 s: " << lag;
   std::cout << "[ cluster move ] writers paused "
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - paused).count()
             << " ms for the subscriber to catch up; " << sent_at_the_cutover.size()
