@@ -30,6 +30,8 @@ OUTBOX_TEST_COSIGN_KEY=$tmp/cosign.key OUTBOX_TEST_COSIGN_PUB=$tmp/cosign.pub
 shared_scaled=0  # the shared operator scaled to zero for the demo (below)
 cleanup() {
   [ "$shared_scaled" = 0 ] || restore_shared || true
+  # No relay of this namespace may outlive the test: the demo's table is shared (demo_short).
+  declare -F delete_relays_in >/dev/null && delete_relays_in "$ns"
   helm uninstall "$name" --namespace "$ns" --wait --timeout 120s >/dev/null 2>&1 || true
   kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"
@@ -108,9 +110,14 @@ leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}
 # test bed left relays on the same table in namespace demo: they go first.
 shared=$(kubectl -n outbox-system get deploy -l app.kubernetes.io/instance=outbox -o name 2>/dev/null | head -n1)
 shared_replicas=$([ -z "$shared" ] || kubectl -n outbox-system get "$shared" -o jsonpath='{.spec.replicas}')
+# The relays of an OutboxRelay deleted here are gone before anything else runs on its table.
+delete_relays_in() {
+  kubectl -n "$1" delete obr --all --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+  kubectl -n "$1" wait --for=delete pod -l app.kubernetes.io/component=relay --timeout=90s >/dev/null 2>&1 || true
+}
 restore_shared() {
   [ -n "$shared" ] || return 0
-  kubectl -n "$ns" delete obr --all --wait=true --timeout=60s >/dev/null 2>&1 || true
+  delete_relays_in "$ns"
   shared_scaled=0
   kubectl -n outbox-system scale "$shared" --replicas="$shared_replicas" >/dev/null &&
     kubectl -n outbox-system rollout status "$shared" --timeout=120s >/dev/null
@@ -120,7 +127,7 @@ if [ -n "$shared" ]; then
   kubectl -n outbox-system scale "$shared" --replicas=0 >/dev/null
   kubectl -n outbox-system wait --for=delete pod -l app.kubernetes.io/instance=outbox --timeout=60s >/dev/null 2>&1 || true
 fi
-kubectl -n demo delete obr --all --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+delete_relays_in demo
 if out=$(OUTBOX_DEMO_SKIP_BUILD=1 OUTBOX_DEMO_KEEP_TESTBED=1 OUTBOX_DEMO_OPERATOR=installed \
   OUTBOX_DEMO_NAMESPACE="$ns" "$REPO_ROOT/scripts/demo.sh" --short 2>&1); then
   pass "the demo's flow passes on the released operator"
