@@ -60,6 +60,9 @@ for pkg in libc6 libpq5 libssl3; do
 done
 expect_eq "the node has no image of $prefix before the install" \
   "$(ctr_node images ls -q | grep -c "^$prefix/" || true)" "0"
+# The release of the same tree is the same image, byte for byte: a node that pulled it in an
+# earlier run on this test bed (a developer's rerun) holds its manifest and fetches nothing.
+held_before=$(ctr_node content ls -q 2>/dev/null | grep -cx "$digest" || true)
 
 # --- install as a user would ------------------------------------------------------------------
 install_release() {
@@ -94,9 +97,13 @@ image_ids=$(kubectl -n "$ns" get pods -l "app.kubernetes.io/instance=$name" \
   -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
 expect_contains "the pods run the pulled digest" "$image_ids" "$digest"
 expect_contains "the node pulled it from the registry" "$(ctr_node images ls -q)" "$image"
-grep -q "GET /v2/${prefix#*/}/outbox-operator/manifests/$digest.*containerd" \
-  "$TESTBED_STATE/registry/registry.log" && pass "containerd fetched the manifest from the registry" ||
-  fail "the registry's log shows no fetch of $digest by containerd"
+if [ "$held_before" != 0 ]; then
+  pass "the node held $digest from an earlier run on this test bed (no fetch to see)"
+else
+  grep -q "GET /v2/${prefix#*/}/outbox-operator/manifests/$digest.*containerd" \
+    "$TESTBED_STATE/registry/registry.log" && pass "containerd fetched the manifest from the registry" ||
+    fail "the registry's log shows no fetch of $digest by containerd"
+fi
 leader=$(kubectl -n "$ns" get lease -o jsonpath='{.items[*].spec.holderIdentity}' 2>/dev/null)
 [ -n "$leader" ] && pass "an operator pod leads ($leader)" || fail "no operator pod holds the Lease in $ns"
 
