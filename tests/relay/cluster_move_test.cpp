@@ -526,33 +526,14 @@ std::set<int> sent_seqs(const MovedTable& t, const std::string& dsn) {
   return out;
 }
 
-// The default policy, as a move happens with services running: 8 writers on 3 hot keys write
-// to the first cluster while it is dumped and restored into the second, are switched to the
-// second (their first inserts there find the move and rebase), and write on; the relay drains
-// the first cluster, then its address leads to the second. No insert is refused, every
-// committed event is published in its key's commit order, nothing the first cluster had
-// published by the dump is sent again, and the second cluster's events are published within
-// 10 s of the relay's switch.
-TEST(ClusterMove, UnderRebaseWritersWriteThroughADumpAndRestoreAndNothingIsLostRefusedOrResent) {
-  SharedRole role;
-  MovedTable t;
-  lead_by(t.first, t.second, kXidLead);
-  testbed::TcpForwarder database(port_of(t.first));
-  ThreadRelay relay(t.relay_config(role.dsn(database.port())));
-  Writers writers(t, role.dsn(port_of(t.first)), 8, 3);
-  std::this_thread::sleep_for(2s);
-
-  move_schema(t.schema, t.first, t.second);  // while the writers go on
-  const std::set<int> sent_by_the_dump = sent_seqs(t, t.second);
-  writers.switch_to(role.dsn(port_of(t.second)));
-  std::this_thread::sleep_for(2s);
-  ASSERT_GT(writers.committed_on(1), 0) << "no insert committed on the second cluster";
-
-  // The first cluster's relay publishes what was written there after the dump; then the
-  // relay's address leads to the second.
-  ASSERT_TRUE(eventually([&] { return t.count(t.first, "status <> 1") == 0; }, 60s))
-      << t.count(t.first, "status <> 1")
-      << " events left unsent on the first cluster; problem(): " << relay.health().problem();
+// The end of a move with services running, the same for every way of moving: the relay's
+// address leads to the second cluster, whose first event must be published within 10 s; the
+// writers stop; then no insert was refused, every committed event was published in its key's
+// commit order, and none of `sent_before` (published before `when`) was sent again. Returns
+// how many were published twice.
+int expect_the_move_lost_nothing(const MovedTable& t, testbed::TcpForwarder& database,
+                                 Writers& writers, ThreadRelay& relay,
+                                 const std::set<int>& sent_before, const std::string& when) {
   database.retarget(port_of(t.second));
   const auto switched = Clock::now();
   const int first_on_second = [&] {
@@ -595,13 +576,48 @@ TEST(ClusterMove, UnderRebaseWritersWriteThroughADumpAndRestoreAndNothingIsLostR
   for (const auto& [seq, n] : arrivals) {
     EXPECT_EQ(committed.count(seq), 1u) << "seq " << seq << " published, never committed";
     duplicates += n - 1;
-    if (n > 1 && sent_by_the_dump.count(seq) > 0) {
+    if (n > 1 && sent_before.count(seq) > 0) {
       resent += (resent.empty() ? "" : ", ") + std::to_string(seq);
     }
   }
   EXPECT_EQ(lost, "") << "committed, never published";
-  EXPECT_EQ(resent, "") << "published before the dump, sent again from the second cluster";
+  EXPECT_EQ(resent, "") << "published before the " << when
+                        << ", sent again from the second cluster";
   EXPECT_EQ(per_key_order_problem(got), "");
+  return duplicates;
+}
+
+// The default policy, as a move happens with services running: 8 writers on 3 hot keys write
+// to the first cluster while it is dumped and restored into the second, are switched to the
+// second (their first inserts there find the move and rebase), and write on; the relay drains
+// the first cluster, then its address leads to the second. No insert is refused, every
+// committed event is published in its key's commit order, nothing the first cluster had
+// published by the dump is sent again, and the second cluster's events are published within
+// 10 s of the relay's switch.
+TEST(ClusterMove, UnderRebaseWritersWriteThroughADumpAndRestoreAndNothingIsLostRefusedOrResent) {
+  SharedRole role;
+  MovedTable t;
+  lead_by(t.first, t.second, kXidLead);
+  testbed::TcpForwarder database(port_of(t.first));
+  ThreadRelay relay(t.relay_config(role.dsn(database.port())));
+  Writers writers(t, role.dsn(port_of(t.first)), 8, 3);
+  std::this_thread::sleep_for(2s);
+
+  move_schema(t.schema, t.first, t.second);  // while the writers go on
+  const std::set<int> sent_by_the_dump = sent_seqs(t, t.second);
+  writers.switch_to(role.dsn(port_of(t.second)));
+  std::this_thread::sleep_for(2s);
+  ASSERT_GT(writers.committed_on(1), 0) << "no insert committed on the second cluster";
+
+  // The first cluster's relay publishes what was written there after the dump; then the
+  // relay's address leads to the second.
+  ASSERT_TRUE(eventually([&] { return t.count(t.first, "status <> 1") == 0; }, 60s))
+      << t.count(t.first, "status <> 1")
+      << " events left unsent on the first cluster; problem(): " << relay.health().problem();
+  const int duplicates =
+      expect_the_move_lost_nothing(t, database, writers, relay, sent_by_the_dump, "dump");
+  const auto committed = writers.committed();
+  const auto refused = writers.refused();
   std::cout << "[ cluster move ] " << committed.size() << " events committed ("
             << writers.committed_on(0) << " on the first cluster, " << writers.committed_on(1)
             << " on the second), " << refused.size() << " refused, " << duplicates
@@ -732,55 +748,10 @@ TEST(ClusterMove,
   std::this_thread::sleep_for(2s);
   ASSERT_GT(writers.committed_on(1), 0) << "no insert committed on the second cluster";
 
-  database.retarget(port_of(t.second));
-  const auto switched = Clock::now();
-  const int first_on_second = [&] {
-    for (const auto& [seq, generation] : writers.committed()) {
-      if (generation == 1) {
-        return seq;
-      }
-    }
-    return -1;
-  }();
-  EXPECT_TRUE(eventually([&] { return sent_seqs(t, t.second).count(first_on_second) > 0; }, 10s))
-      << "the second cluster's first event (seq " << first_on_second
-      << ") not published within 10 s of the switch; problem(): " << relay.health().problem();
-  std::cout
-      << "[ cluster move ] the second cluster's first event published "
-      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - switched).count()
-      << " ms after the relay's switch\n";
-  std::this_thread::sleep_for(2s);
-  writers.stop();
-
-  EXPECT_TRUE(eventually([&] { return t.count(t.second, "status <> 1") == 0; }, 60s))
-      << t.count(t.second, "status <> 1")
-      << " events unsent on the second cluster; problem(): " << relay.health().problem();
+  const int duplicates =
+      expect_the_move_lost_nothing(t, database, writers, relay, sent_at_the_cutover, "cutover");
   const auto committed = writers.committed();
   const auto refused = writers.refused();
-  EXPECT_TRUE(refused.empty()) << refused.size() << " inserts refused, the first: "
-                               << (refused.empty() ? "" : refused.front());
-  const auto got = consume_all({t.topic}, committed.size(), 60s, 3s);
-  std::map<int, int> arrivals;
-  for (const auto& m : got) {
-    ++arrivals[nlohmann::json::parse(m.payload).at("seq").get<int>()];
-  }
-  std::string lost, resent;
-  int duplicates = 0;
-  for (const auto& [seq, generation] : committed) {
-    if (arrivals.count(seq) == 0) {
-      lost += (lost.empty() ? "" : ", ") + std::to_string(seq);
-    }
-  }
-  for (const auto& [seq, n] : arrivals) {
-    EXPECT_EQ(committed.count(seq), 1u) << "seq " << seq << " published, never committed";
-    duplicates += n - 1;
-    if (n > 1 && sent_at_the_cutover.count(seq) > 0) {
-      resent += (resent.empty() ? "" : ", ") + std::to_string(seq);
-    }
-  }
-  EXPECT_EQ(lost, "") << "committed, never published";
-  EXPECT_EQ(resent, "") << "published before the cutover, sent again from the second cluster";
-  EXPECT_EQ(per_key_order_problem(got), "");
   const RecordedMove move = [&] {
     pqxx::connection conn(t.second);
     pqxx::work tx(conn);
