@@ -162,6 +162,40 @@ std::vector<std::string> cluster_move_functions(const TableName& t, std::int64_t
   };
 }
 
+// Column defaults are evaluated in column order and id comes before xid: with the sequence's
+// own default, a session's first insert after a logical-replication cutover (which copies no
+// sequence) would draw its id from the restarted sequence before the move check in
+// <table>_position() moved the sequence past the ids in use, and so would every insert waiting
+// on that rebase. Ids are keys: in <table>_retry, and to the relay within a batch. So the id's
+// default runs the check first until it has passed in the session; after that it reads a
+// setting and calls nextval. One function call and not an expression around one: the default
+// is planned with every insert, and a CASE there cost four times as much.
+bool draw_ids_after_the_move_check(pqxx::transaction_base& tx, const TableName& t) {
+  const auto sequence = tx.exec_params1("SELECT pg_get_serial_sequence($1, 'id')", t.quoted())[0];
+  if (sequence.is_null()) {
+    throw std::runtime_error("outbox table " + t.plain() + ": its id column has no sequence");
+  }
+  const std::string function = t.quoted_with_suffix("_next_id");
+  tx.exec("CREATE OR REPLACE FUNCTION " + function +
+          "() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF current_setting(" +
+          checked_setting(t) + ", true) IS DISTINCT FROM 'on' THEN PERFORM " +
+          t.quoted_with_suffix("_position") + "(); END IF; RETURN nextval(" +
+          sql_literal(sequence.as<std::string>()) + "::regclass); END $f$");
+  const auto current = tx.exec_params1(
+                             "SELECT coalesce(pg_get_expr(d.adbin, d.adrelid), '') FROM "
+                             "pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND "
+                             "d.adnum = a.attnum WHERE a.attrelid = $1::regclass AND a.attname = "
+                             "'id'",
+                             t.quoted())[0]
+                           .as<std::string>();
+  if (current.find(t.table() + "_next_id") != std::string::npos) {
+    return false;
+  }
+  // Recurses to the partitions. An ACCESS EXCLUSIVE lock for the catalog change, once.
+  tx.exec("ALTER TABLE " + t.quoted() + " ALTER COLUMN id SET DEFAULT " + function + "()");
+  return true;
+}
+
 RebaseResult run_rebase(pqxx::transaction_base& tx, const TableName& t) {
   RebaseResult result;
   const auto before = tx.exec_params1("SELECT COALESCE(cluster_id, ''), position_offset FROM " +

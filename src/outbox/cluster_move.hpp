@@ -36,6 +36,11 @@ std::vector<std::string> cluster_move_functions(const TableName& t, std::int64_t
                                                 const std::string& cluster,
                                                 ClusterMovePolicy policy);
 
+// Makes `t`'s id column draw from its sequence only after the session's move check
+// (<table>_next_id() and the column's default); returns whether the default changed (a table
+// made before this release). In `tx`: migrate's, holding the table's migrate lock.
+bool draw_ids_after_the_move_check(pqxx::transaction_base& tx, const TableName& t);
+
 // What a rebase did, whoever ran it (`migrate --rebase`, a relay, a writer's first insert).
 struct RebaseResult {
   std::string recorded_cluster;  // the system identifier recorded before ("" if none)

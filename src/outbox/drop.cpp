@@ -62,7 +62,7 @@ void drop_made_table(pqxx::transaction_base& tx, const TableName& t, DropResult&
   for (const char* suffix : {"_progress", "_retry", "_waiting"}) {
     drop_relation(tx, "table", t.quoted_with_suffix(suffix), name + suffix, result);
   }
-  drop_functions(tx, t, {"_notify", "_enqueue", "_position", "_rebase"}, result);
+  drop_functions(tx, t, {"_notify", "_enqueue", "_position", "_rebase", "_next_id"}, result);
   tx.exec_params("DELETE FROM " + outbox_meta(t) + " WHERE table_name = $1", t.table());
 }
 

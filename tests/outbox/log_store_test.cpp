@@ -5,6 +5,7 @@
 // only once every shard has passed them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <set>
@@ -741,6 +742,61 @@ TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
   moved_from("43");
   t.insert_committed("later", 6);
   EXPECT_EQ(id_of("later"), 1000001) << "a sequence past every id in use keeps its place";
+}
+
+// The inserts that notice the move themselves (no relay rebased first), eight new sessions at
+// once after a logical-replication cutover: each row's id is drawn after the sequence moved
+// past every id in use, the one inserting session that rebases and the ones waiting on it
+// alike. (Column defaults run in column order and id comes before xid: an id drawn by the
+// sequence's own default would be 1, 2, ..., below the ids of the restored rows.)
+TEST(LogMove, TheInsertsThatRebaseDrawTheirIdsAfterTheSequenceMoved) {
+  LogTable t;
+  for (int i = 0; i < 5; ++i) {
+    t.insert_committed("k" + std::to_string(i), i);
+  }
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction tx(conn);
+  const auto highest = tx.exec1("SELECT max(id) FROM " + t.table.quoted())[0].as<long long>();
+  tx.exec("SELECT setval(pg_get_serial_sequence(" + tx.quote(t.table.quoted()) +
+          ", 'id'), 1, false)");
+  // The table, its functions included, as restored from cluster "42".
+  tx.exec_params("UPDATE " + outbox_meta(t.table) + " SET cluster_id = '42' WHERE table_name = $1",
+                 t.table.table());
+  for (const auto& stmt : cluster_move_functions(t.table, 0, "42", ClusterMovePolicy::kRebase)) {
+    tx.exec(stmt);
+  }
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 8; ++i) {
+    writers.emplace_back([&t, i] { t.insert_committed("new-" + std::to_string(i), 10 + i); });
+  }
+  for (auto& w : writers) {
+    w.join();
+  }
+  const auto r = tx.exec("SELECT biz_id, id FROM " + t.table.quoted() +
+                         " WHERE biz_id LIKE 'new-%' ORDER BY biz_id");
+  ASSERT_EQ(r.size(), 8u);
+  for (const auto& row : r) {
+    EXPECT_GT(row[1].as<long long>(), highest)
+        << row[0].as<std::string>() << " drew an id the restored rows use";
+  }
+}
+
+// A table made before ids were drawn after the move check gets it from migrate, once.
+TEST(LogMove, MigrateMakesAnOlderTableDrawItsIdsAfterTheMoveCheck) {
+  LogTable t;
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec(
+      "ALTER TABLE " + t.table.quoted() + " ALTER COLUMN id SET DEFAULT nextval(" +
+      conn.quote(t.table.quoted_with_suffix("_id_seq")) + "::regclass)");
+  const auto says = [](const MigrationResult& r) {
+    return std::any_of(r.applied.begin(), r.applied.end(), [](const std::string& line) {
+      return line.find("ids are drawn after the move check") != std::string::npos;
+    });
+  };
+  const MigrateOptions options{kShards, TableMode::kLog, 100'000, std::nullopt, std::nullopt};
+  EXPECT_TRUE(says(migrate(conn, t.table, options)));
+  EXPECT_FALSE(says(migrate(conn, t.table, options))) << "once";
+  t.insert_committed("k", 1);
 }
 
 // Under the default policy, progress restored ahead of this cluster's ids: eight sessions'

@@ -7,7 +7,9 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -210,6 +212,44 @@ std::string missing_seqs(const std::vector<Consumed>& messages, int count, int l
   for (int seq = 0; seq < count && listed < limit; ++seq) {
     if (seen.count(seq) == 0) {
       out += (listed++ == 0 ? "" : ", ") + std::to_string(seq);
+    }
+  }
+  return out;
+}
+
+std::string partition_report(const std::string& topic, const std::vector<Consumed>& messages) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  conf->set("bootstrap.servers", testbed::kafka_bootstrap(), err);
+  std::unique_ptr<RdKafka::Producer> client(RdKafka::Producer::create(conf.get(), err));
+  if (!client) {
+    return "no Kafka client: " + err;
+  }
+  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(client.get(), topic, nullptr, err));
+  RdKafka::Metadata* raw = nullptr;
+  if (!handle || client->metadata(false, handle.get(), &raw, 5000) != RdKafka::ERR_NO_ERROR) {
+    return "no metadata for " + topic;
+  }
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  std::map<int, std::vector<std::int64_t>> read;
+  for (const auto& m : messages) {
+    if (m.topic == topic) {
+      read[m.partition].push_back(m.offset);
+    }
+  }
+  std::string out;
+  for (const auto* t : *metadata->topics()) {
+    for (const auto* p : *t->partitions()) {
+      std::int64_t low = -1;
+      std::int64_t high = -1;
+      client->query_watermark_offsets(topic, p->id(), &low, &high, 5000);
+      const auto& offsets = read[p->id()];
+      const auto [first, last] = std::minmax_element(offsets.begin(), offsets.end());
+      out +=
+          (out.empty() ? "p" : "; p") + std::to_string(p->id()) + " holds [" + std::to_string(low) +
+          "," + std::to_string(high) + ") read " + std::to_string(offsets.size()) +
+          (offsets.empty() ? ""
+                           : " in [" + std::to_string(*first) + "," + std::to_string(*last) + "]");
     }
   }
   return out;

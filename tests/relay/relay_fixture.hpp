@@ -111,6 +111,11 @@ std::size_t distinct_seqs(const std::vector<Consumed>& messages);
 // "3, 17, ..." (empty when none is missing): what a failed delivery check names.
 std::string missing_seqs(const std::vector<Consumed>& messages, int count, int limit = 10);
 
+// Per partition of `topic`: the offsets the broker holds and the ones `messages` read, as
+// "p0 holds [0,1000) read 1000 in [0,999]; ...": what tells a message Kafka does not have
+// from one the test's consumer did not read, when a delivery check fails.
+std::string partition_report(const std::string& topic, const std::vector<Consumed>& messages);
+
 // Checks that, per key, the payload "seq" values of the first delivery of each
 // event appear in ascending order. Returns "" or a description of the violation.
 std::string per_key_order_problem(const std::vector<Consumed>& messages);

@@ -457,8 +457,10 @@ void run_replicas(int replicas) {
       << t.count("status = 1") << " of " << events << " sent";
   auto got = consume_all({t.topic}, events, 60s);
   EXPECT_EQ(distinct_seqs(got), static_cast<std::size_t>(events))
-      << "every event published; missing seqs: " << missing_seqs(got, events);
-  EXPECT_EQ(got.size(), static_cast<std::size_t>(events)) << "none twice in steady state";
+      << "every event published; missing seqs: " << missing_seqs(got, events) << "; "
+      << testing::partition_report(t.topic, got);
+  EXPECT_EQ(got.size(), static_cast<std::size_t>(events))
+      << "none twice in steady state; " << testing::partition_report(t.topic, got);
   EXPECT_EQ(per_key_order_problem(got), "");
   for (auto& r : relays) {
     std::string metrics = r->registry().render();
