@@ -200,19 +200,23 @@ TableHealth OutboxStore::health() {
 
 TableHealth table_health(pqxx::connection& conn, const TableName& table, bool partitioned) {
   pqxx::nontransaction tx(conn);
-  // A partitioned table has no statistics of its own: its partitions have.
-  const std::string rels = partitioned
-                               ? "relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
-                                 "to_regclass(quote_ident($1) || '.' || quote_ident($2)))"
-                               : "schemaname = $1 AND relname = $2";
+  // A partitioned table has no statistics of its own: its partitions have. The statistics
+  // functions by oid rather than pg_stat_user_tables, which computes a row for every table of
+  // the database before it filters (14 ms against 2 ms beside 1,000 tables).
+  const std::string table_oid = "to_regclass(quote_ident($1) || '.' || quote_ident($2))";
+  const std::string rels =
+      partitioned ? "SELECT inhrelid AS oid FROM pg_inherits WHERE inhparent = " + table_oid
+                  : "SELECT " + table_oid + "::oid AS oid";
   auto r = tx.exec_params(
-      "SELECT COALESCE(sum(n_live_tup), 0)::bigint, COALESCE(sum(n_dead_tup), 0)::bigint, "
-      "EXTRACT(EPOCH FROM min(greatest(last_vacuum, last_autovacuum)))::float8, "
+      "SELECT COALESCE(sum(pg_stat_get_live_tuples(t.oid)), 0)::bigint, "
+      "COALESCE(sum(pg_stat_get_dead_tuples(t.oid)), 0)::bigint, "
+      "EXTRACT(EPOCH FROM min(greatest(pg_stat_get_last_vacuum_time(t.oid), "
+      "pg_stat_get_last_autovacuum_time(t.oid))))::float8, "
       "EXTRACT(EPOCH FROM now())::float8, "
       "(SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
       " WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) "
-      "FROM pg_stat_user_tables WHERE " +
-          rels,
+      "FROM (" +
+          rels + ") t WHERE t.oid IS NOT NULL",
       table.schema(), table.table());
   TableHealth h;
   if (!r.empty()) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -840,6 +841,33 @@ TEST(LogMove, ProgressAheadOfThisClustersIdsIsRebasedByTheFirstInsertsAndNoneIsR
     EXPECT_EQ(e.biz_id.rfind("new-", 0), 0u) << e.biz_id << " read again";
   }
   EXPECT_TRUE(after.drain_once().empty()) << "nothing restored is read again";
+}
+
+// A partitioned table has no statistics of its own: the health sums its partitions'.
+TEST(LogHealth, TheTableStatisticsAreTheSumOfItsPartitions) {
+  LogTable t;
+  for (int i = 0; i < 20; ++i) {
+    t.insert_committed("k" + std::to_string(i % 3), i);
+  }
+  pqxx::connection conn(t.dsn);
+  pqxx::nontransaction(conn).exec("DELETE FROM " + t.table.quoted() + " WHERE id % 4 = 0");
+  // Statistics reach the functions within about a second.
+  const auto within_10s = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 100 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return done();
+  };
+  TableHealth h;
+  EXPECT_TRUE(within_10s([&] {
+    h = table_health(conn, t.table, true);
+    return h.live_tuples == 15 && h.dead_tuples == 5;
+  })) << h.live_tuples
+      << " live, " << h.dead_tuples << " dead";
+  EXPECT_FALSE(h.last_vacuum_unix);
+  pqxx::nontransaction(conn).exec("VACUUM " + t.table.quoted());
+  EXPECT_TRUE(
+      within_10s([&] { return table_health(conn, t.table, true).last_vacuum_unix.has_value(); }));
 }
 
 TEST(LogPartitions, OnlyPartitionsEveryShardHasPassedAreDropped) {
