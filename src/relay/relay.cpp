@@ -148,9 +148,10 @@ RunEnd Relay::run(std::stop_token stop) {
   while (!stop.stop_requested() && !kafka_credentials_changed()) {
     read_dsn();
     try {
-      Session session(
-          config_.dsn, table_, {config_.columns, config_.shards}, config_.publish.per_key_order,
-          ProgressDeferral{static_cast<std::size_t>(config_.batch_size), kOwedProgressRide});
+      Session session(config_.dsn, table_, {config_.columns, config_.shards},
+                      config_.publish.per_key_order,
+                      ProgressDeferral{static_cast<std::size_t>(config_.batch_size),
+                                       kOwedProgressRide, kOwedProgressRideEvents});
       went_online(session);
       if (session.rebased() && session.rebased()->moved()) {
         metrics_.cluster_rebases.inc();
