@@ -10,6 +10,9 @@ PointsService::PointsService(std::string dsn)
 void PointsService::migrate() {
   inbox_.migrate(conn_);
   pqxx::work tx(conn_);
+  // Replicas starting at once would race on CREATE TABLE IF NOT EXISTS (PostgreSQL refuses the
+  // second with a duplicate key): one at a time, under a lock held to the commit.
+  tx.exec("SELECT pg_advisory_xact_lock(hashtext('points-service-schema'))");
   tx.exec(
       "CREATE TABLE IF NOT EXISTS user_points (user_id text PRIMARY KEY, points bigint NOT NULL)");
   tx.commit();

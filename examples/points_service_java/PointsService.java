@@ -64,8 +64,12 @@ public class PointsService {
     String applyFn = "\"" + inbox[0] + "\".\"" + inbox[1] + "_apply\"";
     long max = Long.parseLong(a.get("--max-messages")), idleMs = (long) (Double.parseDouble(a.get("--idle-exit")) * 1000);
     Connection db = DriverManager.getConnection(a.get("--dsn"));
-    db.createStatement().execute("CREATE TABLE IF NOT EXISTS user_points (user_id text PRIMARY KEY, points bigint NOT NULL)");
     db.setAutoCommit(false);
+    // Replicas starting at once would race on CREATE TABLE IF NOT EXISTS (PostgreSQL refuses
+    // the second with a duplicate key): one at a time, under a lock held to the commit.
+    db.createStatement().execute("SELECT pg_advisory_xact_lock(hashtext('points-service-schema'))");
+    db.createStatement().execute("CREATE TABLE IF NOT EXISTS user_points (user_id text PRIMARY KEY, points bigint NOT NULL)");
+    db.commit();
     Properties p = new Properties();
     p.put("bootstrap.servers", a.get("--brokers"));
     p.put("group.id", a.get("--group"));

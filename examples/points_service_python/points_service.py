@@ -63,8 +63,12 @@ def main():
     schema, table = args.inbox.split(".")
     apply_fn = sql.Identifier(schema, table + "_apply")
     conn = psycopg.connect(args.dsn, autocommit=True)
-    conn.execute("CREATE TABLE IF NOT EXISTS user_points (user_id text PRIMARY KEY, "
-                 "points bigint NOT NULL)")
+    # Replicas starting at once would race on CREATE TABLE IF NOT EXISTS (PostgreSQL refuses
+    # the second with a duplicate key): one at a time, under a lock held to the commit.
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('points-service-schema'))")
+        conn.execute("CREATE TABLE IF NOT EXISTS user_points (user_id text PRIMARY KEY, "
+                     "points bigint NOT NULL)")
     kafka = Consumer({"bootstrap.servers": args.brokers, "group.id": args.group,
                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
     kafka.subscribe([args.topic])

@@ -8,6 +8,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -99,28 +100,34 @@ struct ConsumerExample : ::testing::Test {
     }
   }
 
-  // Runs the example in `language` on the topic until `count` messages were consumed.
-  std::string consume(const std::string& language, const std::string& group, int count) {
+  // The command that runs the example in `language` on the topic against `dsn`, until `count`
+  // messages were consumed (0: no count) or it was idle `idle_exit` seconds.
+  std::string command(const std::string& language, const std::string& dsn, const std::string& group,
+                      int count, int idle_exit) const {
     const std::string args = " --brokers " + testbed::kafka_bootstrap() + " --topic " + topic +
-                             " --group " + group + " --idle-exit 30";
-    std::string command;
+                             " --group " + group + " --idle-exit " + std::to_string(idle_exit);
     if (language == "python") {
-      command = deps().at("python") + " " + OUTBOX_SOURCE_DIR +
-                "/examples/points_service_python/points_service.py --dsn '" +
-                testbed::postgres_dsn() + "' --inbox " + inbox.plain() + " --max-messages " +
-                std::to_string(count) + args;
-    } else if (language == "java") {
-      command = "java -cp '" + deps().at("java_classpath") + "' PointsService --dsn '" +
-                jdbc_url(testbed::postgres_dsn()) + "' --inbox " + inbox.plain() +
-                " --max-messages " + std::to_string(count) + args;
-    } else {
-      // C++: its own inbox, public.points_inbox. It stops after 10 s without a message, the
-      // group join included.
-      command = std::string(POINTS_SERVICE_BINARY) + " --dsn '" + testbed::postgres_dsn() +
-                "' --brokers " + testbed::kafka_bootstrap() + " --topic " + topic + " --group " +
-                group + " --idle-exit 10";
+      return deps().at("python") + " " + OUTBOX_SOURCE_DIR +
+             "/examples/points_service_python/points_service.py --dsn '" + dsn + "' --inbox " +
+             inbox.plain() + " --max-messages " + std::to_string(count) + args;
     }
-    auto r = testing::run_cli(testbed::postgres_dsn(), command);
+    if (language == "java") {
+      return "java -cp '" + deps().at("java_classpath") + "' PointsService --dsn '" +
+             jdbc_url(dsn) + "' --inbox " + inbox.plain() + " --max-messages " +
+             std::to_string(count) + args;
+    }
+    // C++: its own inbox, public.points_inbox, and no count.
+    return std::string(POINTS_SERVICE_BINARY) + " --dsn '" + dsn + "' --brokers " +
+           testbed::kafka_bootstrap() + " --topic " + topic + " --group " + group +
+           " --idle-exit " + std::to_string(idle_exit);
+  }
+
+  // Runs the example in `language` on the topic until `count` messages were consumed. The
+  // C++ one stops after 10 s without a message, the group join included.
+  std::string consume(const std::string& language, const std::string& group, int count) {
+    auto r = testing::run_cli(
+        testbed::postgres_dsn(),
+        command(language, testbed::postgres_dsn(), group, count, language == "cpp" ? 10 : 30));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   }
@@ -162,6 +169,39 @@ struct ConsumerExample : ::testing::Test {
     EXPECT_EQ(points(), 10) << "the older event's 50 points were never added";
   }
 };
+
+// Replicas of the service starting at once on a database that has none of its tables yet (a
+// new environment, or the test bed's first run, where two tests did this): each creates what
+// it needs under a lock, so none fails on another's CREATE TABLE IF NOT EXISTS.
+TEST_F(ConsumerExample, ServicesStartingAtOnceOnAFreshDatabaseAllRun) {
+  const std::string database = testbed::unique_name("points_db");
+  {
+    pqxx::connection conn(testbed::postgres_dsn());
+    pqxx::nontransaction(conn).exec("CREATE DATABASE " + conn.quote_name(database));
+  }
+  const std::string base = testbed::postgres_dsn();
+  const std::string dsn = base.substr(0, base.rfind('/') + 1) + database;
+  {
+    pqxx::connection conn(dsn);
+    inbox::migrate_inbox(conn, inbox);
+  }
+  std::vector<std::string> languages = {"python", "python", "python", "java", "java", "cpp", "cpp"};
+  std::vector<testing::CliResult> results(languages.size());
+  std::vector<std::thread> starts;
+  for (std::size_t i = 0; i < languages.size(); ++i) {
+    starts.emplace_back([&, i] {
+      results[i] = testing::run_cli(dsn, command(languages[i], dsn, topic + "-start", 0, 1));
+    });
+  }
+  for (auto& t : starts) {
+    t.join();
+  }
+  for (std::size_t i = 0; i < languages.size(); ++i) {
+    EXPECT_EQ(results[i].exit_code, 0) << languages[i] << ": " << results[i].output;
+  }
+  pqxx::connection conn(testbed::postgres_dsn());
+  pqxx::nontransaction(conn).exec("DROP DATABASE " + conn.quote_name(database) + " WITH (FORCE)");
+}
 
 TEST_F(ConsumerExample, Python_Check4_OneEvent100TimesAppliedOncePerGroupMalformedRefused) {
   check4("python");
