@@ -194,18 +194,19 @@ bool job_finished(const Json& job) {
 // The budget counts from what the informers' events say, never from the cached objects
 // themselves: every held resource asks it again every few seconds, and unpacking a fleet's
 // Deployments or Jobs each time cost a 200-resource upgrade ~100 MiB of transient memory.
-void RelayReconciler::observe_owned(const kube::Resource& kind, const Json& object, bool deleted) {
+void RelayReconciler::observe_owned(const kube::Resource& kind, const Json& object,
+                                    kube::OwnedChange change) {
   const std::string key = kube::Informer::key_of(object);
   std::lock_guard lock(rollout_mu_);
   if (&kind == &owned::deployments) {
-    if (deleted) {
+    if (change == kube::OwnedChange::kDeleted) {
       budget_.forget_deployment(key);
     } else {
       budget_.observe_deployment(
           key, {object.at("metadata").value("generation", 0LL), rolling_out(object)});
     }
   } else if (&kind == &owned::jobs && is_schema_job(object)) {
-    if (deleted) {
+    if (change == kube::OwnedChange::kDeleted) {
       budget_.forget_schema_job(key);
     } else {
       budget_.observe_schema_job(key, job_finished(object) ? RolloutBudget::JobSeen::kFinished

@@ -90,7 +90,8 @@ class RelayReconciler : public kube::Reconciler {
   std::vector<std::string> owners_of(const Json& owned) const override;
   // Deployments and schema Jobs: what the rollout budget counts. Any owned object: a hold of
   // its owner decided before this change no longer stands.
-  void observe_owned(const kube::Resource& kind, const Json& object, bool deleted) override;
+  void observe_owned(const kube::Resource& kind, const Json& object,
+                     kube::OwnedChange change) override;
 
  private:
   struct Applied {

@@ -128,13 +128,10 @@ struct Conditions {
                     : value_at<int>(spec, "/relay/replicas", default_of<int>("/relay/replicas"))),
         rollout(rollout_of(in.deployment, desired)) {}
 
-  Json make(const std::string& type, bool status, const std::string& reason,
+  // `status`: "True", "False" or "Unknown".
+  Json make(const std::string& type, const char* status, const std::string& reason,
             const std::string& message) const {
-    return condition(current, type, status ? "True" : "False", reason, message, generation, now);
-  }
-  Json make_unknown(const std::string& type, const std::string& reason,
-                    const std::string& message) const {
-    return condition(current, type, "Unknown", reason, message, generation, now);
+    return condition(current, type, status, reason, message, generation, now);
   }
 
   // What a person must fix, if anything: the operator's own finding (a missing Secret, an
@@ -171,9 +168,9 @@ struct Conditions {
 
   Json degraded() const {
     if (const auto p = blocking_problem()) {
-      return make("Degraded", true, p->reason, p->message);
+      return make("Degraded", "True", p->reason, p->message);
     }
-    return make("Degraded", false, "AsExpected",
+    return make("Degraded", "False", "AsExpected",
                 "No relay pod waits for a Secret, every owned object is applied and no relay "
                 "reports a problem.");
   }
@@ -181,74 +178,75 @@ struct Conditions {
   // kstatus: the operator cannot get the resource to its spec without a person.
   Json stalled() const {
     if (const auto p = blocking_problem()) {
-      return make("Stalled", true, p->reason, "Nothing changes until this is fixed: " + p->message);
+      return make("Stalled", "True", p->reason,
+                  "Nothing changes until this is fixed: " + p->message);
     }
-    return make("Stalled", false, "NoProblem", "Nothing blocks the reconciliation.");
+    return make("Stalled", "False", "NoProblem", "Nothing blocks the reconciliation.");
   }
 
   // kstatus: the operator is still bringing what it owns to the spec (a rollout, a migration).
   Json reconciling() const {
     if (reconciliation_paused(in.relay)) {
-      return make("Reconciling", false, "ReconciliationPaused",
+      return make("Reconciling", "False", "ReconciliationPaused",
                   std::string("The annotation ") + kPauseAnnotation +
                       "=true holds every object of this resource as it is; remove it to resume.");
     }
     if (blocking_problem()) {
-      return make("Reconciling", false, "Stalled", "See the Stalled condition.");
+      return make("Reconciling", "False", "Stalled", "See the Stalled condition.");
     }
     if (in.relay.at("metadata").contains("deletionTimestamp") && has_drop_finalizer(in.relay)) {
-      return make("Reconciling", true, "Dropping",
+      return make("Reconciling", "True", "Dropping",
                   "Deleting with deletionPolicy Drop: the relays stop, then the Job " +
                       drop_job_name(in.relay) +
                       " removes what the operator created in the database; the resource goes "
                       "once it succeeded.");
     }
     if (!in.schema_job_name.empty() && schema_ready().at("status") != "True") {
-      return make("Reconciling", true, "Migrating", "The schema Job has not finished.");
+      return make("Reconciling", "True", "Migrating", "The schema Job has not finished.");
     }
     if (in.held.any()) {
-      return make("Reconciling", true, "RolloutQueued",
+      return make("Reconciling", "True", "RolloutQueued",
                   std::string(in.held.schema_job ? "The schema Job waits"
                                                  : "The relay pods' new template waits") +
                       ": as many relay rollouts and schema Jobs as the operator runs at once "
                       "(--max-rolling-relays) are under way now.");
     }
     if (!suspend && !rollout.complete) {
-      return make("Reconciling", true, "RollingOut",
+      return make("Reconciling", "True", "RollingOut",
                   "The relay Deployment is rolling out: " + pods_ready());
     }
-    return make("Reconciling", false, "Complete", "Everything the operator owns is up to date.");
+    return make("Reconciling", "False", "Complete", "Everything the operator owns is up to date.");
   }
 
   Json progressing() const {
     if (in.problem) {
-      return make("Progressing", false, in.problem->reason,
+      return make("Progressing", "False", in.problem->reason,
                   "Waiting for the problem in the Degraded condition to be fixed.");
     }
     if (!rollout.complete) {
-      return make("Progressing", true, "RollingOut",
+      return make("Progressing", "True", "RollingOut",
                   "The relay Deployment is rolling out: " + pods_ready());
     }
-    return make("Progressing", false, "Complete", "The relay Deployment is up to date.");
+    return make("Progressing", "False", "Complete", "The relay Deployment is up to date.");
   }
 
   Json ready() const {
     if (in.problem) {
-      return make("Ready", false, in.problem->reason, in.problem->message);
+      return make("Ready", "False", in.problem->reason, in.problem->message);
     }
     if (suspend) {
-      return make("Ready", false, "Suspended",
+      return make("Ready", "False", "Suspended",
                   "spec.suspend is true: the relay is scaled to zero and the CronJobs are "
                   "suspended; events accumulate until it is resumed.");
     }
     if (desired == 0) {
-      return make("Ready", false, "ScaledToZero",
+      return make("Ready", "False", "ScaledToZero",
                   "spec.relay.replicas is 0: no relay publishes events.");
     }
     if (rollout.ready >= desired) {
-      return make("Ready", true, "RelaysReady", pods_ready());
+      return make("Ready", "True", "RelaysReady", pods_ready());
     }
-    return make("Ready", false, "RelaysNotReady",
+    return make("Ready", "False", "RelaysNotReady",
                 pods_ready() + (in.not_ready_detail.empty() ? "" : " " + in.not_ready_detail));
   }
 
@@ -259,26 +257,26 @@ struct Conditions {
         spec, "/monitoring/stuckAfter", default_of<std::string>("/monitoring/stuckAfter"));
     const double threshold = static_cast<double>(parse_duration(stuck_after).count()) / 1000.0;
     if (!current.contains("/backlog/oldestPendingSeconds"_json_pointer)) {
-      return make_unknown("BacklogStuck", "NoBacklogReport",
-                          "No relay has reported the backlog yet.");
+      return make("BacklogStuck", "Unknown", "NoBacklogReport",
+                  "No relay has reported the backlog yet.");
     }
     const std::string measured = current.value("/backlog/measuredAt"_json_pointer, "");
     if (!backlog_report_fresh(current, in.now)) {
-      return make_unknown("BacklogStuck", "NoRecentReport",
-                          "No relay has reported the backlog since " +
-                              (measured.empty() ? std::string("an unknown time") : measured) +
-                              " (they report every 15s); status.backlog is from then. Check "
-                              "that the relay pods run and reach the database.");
+      return make("BacklogStuck", "Unknown", "NoRecentReport",
+                  "No relay has reported the backlog since " +
+                      (measured.empty() ? std::string("an unknown time") : measured) +
+                      " (they report every 15s); status.backlog is from then. Check "
+                      "that the relay pods run and reach the database.");
     }
     const double oldest = current.at("/backlog/oldestPendingSeconds"_json_pointer).get<double>();
     if (oldest > threshold) {
-      return make("BacklogStuck", true, "EventsStuck",
+      return make("BacklogStuck", "True", "EventsStuck",
                   "The oldest pending event is older than spec.monitoring.stuckAfter (" +
                       stuck_after +
                       "); see status.backlog. Check the relay's logs, Kafka and the "
                       "relay's outbox_kafka_up metric.");
     }
-    return make("BacklogStuck", false, "BacklogFresh",
+    return make("BacklogStuck", "False", "BacklogFresh",
                 "No pending event is older than spec.monitoring.stuckAfter (" + stuck_after + ").");
   }
 
@@ -288,29 +286,30 @@ struct Conditions {
     const std::string& job = in.schema_job_name;
     const std::string logs = " Its pod's log says why: kubectl logs job/" + job + ".";
     if (in.schema_job == nullptr && in.held.schema_job) {
-      return make("SchemaReady", true, "MigrationQueued",
+      return make("SchemaReady", "True", "MigrationQueued",
                   "The table keeps the schema of the last migration; the migrate Job " + job +
                       " for this image and spec waits for the rollout budget "
                       "(--max-rolling-relays).");
     }
     if (in.schema_job == nullptr) {
-      return make("SchemaReady", false, "Pending", "The migrate Job " + job + " is being created.");
+      return make("SchemaReady", "False", "Pending",
+                  "The migrate Job " + job + " is being created.");
     }
     const Json& st = in.schema_job->value("status", Json::object());
     if (st.value("succeeded", 0) > 0) {
-      return make("SchemaReady", true, "Migrated",
+      return make("SchemaReady", "True", "Migrated",
                   "The migrate Job " + job + " brought the table to this image's schema.");
     }
     for (const Json& c : st.value("conditions", Json::array())) {
       if (c.value("type", "") == "Failed" && c.value("status", "") == "True") {
-        return make("SchemaReady", false, "MigrationFailed",
+        return make("SchemaReady", "False", "MigrationFailed",
                     "The migrate Job " + job + " failed (" + c.value("reason", "") + ": " +
                         c.value("message", "") + ")." + logs +
                         " Fix the cause, then change the spec or delete the Job to run it again.");
       }
     }
     return make(
-        "SchemaReady", false, "Migrating",
+        "SchemaReady", "False", "Migrating",
         "The migrate Job " + job + " is running" +
             (st.value("failed", 0) > 0 ? " again after " + std::to_string(st.value("failed", 0)) +
                                              " failed attempt(s)." + logs
@@ -334,12 +333,12 @@ struct Conditions {
       }
     }
     if (failed_jobs.empty()) {
-      return make("JobFailed", false, "NoFailedRun",
+      return make("JobFailed", "False", "NoFailedRun",
                   "The last compensation, cleanup, requeue and replay runs did not fail (or have "
                   "not run yet).");
     }
     return make(
-        "JobFailed", true, failed_jobs + "Failed",
+        "JobFailed", "True", failed_jobs + "Failed",
         failed_messages + "See the Job's logs; the next run that succeeds clears this " +
             (failed_jobs.ends_with("Requeue") || failed_jobs.ends_with("Replay")
                  ? "condition (a requeue or replay runs again for a new request token: set a new "
@@ -359,13 +358,13 @@ struct Conditions {
     if (!current.contains(at) || !current.at(at).is_object() ||
         current.at(at).value("to", "").empty()) {
       if (const Json was = find_condition(current, "ClusterMoved"); was.is_object()) {
-        return make("ClusterMoved", was.value("status", "") == "True", was.value("reason", ""),
-                    was.value("message", ""));
+        return make("ClusterMoved", was.value("status", "") == "True" ? "True" : "False",
+                    was.value("reason", ""), was.value("message", ""));
       }
       return std::nullopt;
     }
     const Json& move = current.at(at);
-    return make("ClusterMoved", true, "TableRebased",
+    return make("ClusterMoved", "True", "TableRebased",
                 "Table " + value_at<std::string>(spec, "/database/table", "?") +
                     " moved from PostgreSQL cluster " + move.value("from", "?") + " to " +
                     move.value("to", "?") + " and was rebased at " + move.value("at", "?") +

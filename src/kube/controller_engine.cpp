@@ -45,16 +45,16 @@ ControllerEngine::~ControllerEngine() {
 // On update, the old owners too: an edit that removed an ownerReference is drift of the
 // object that owned it.
 InformerHandlers ControllerEngine::owned_handlers(const Resource& kind) {
-  return {[this, &kind](const Json& o) { owned_changed(kind, o, false); },
+  return {[this, &kind](const Json& o) { owned_changed(kind, o, OwnedChange::kAddedOrUpdated); },
           [this, &kind](const Json& old_o, const Json& o) {
-            owned_changed(kind, o, false);
+            owned_changed(kind, o, OwnedChange::kAddedOrUpdated);
             enqueue_owners(old_o);
           },
-          [this, &kind](const Json& o) { owned_changed(kind, o, true); }};
+          [this, &kind](const Json& o) { owned_changed(kind, o, OwnedChange::kDeleted); }};
 }
 
-void ControllerEngine::owned_changed(const Resource& kind, const Json& object, bool deleted) {
-  reconciler_->observe_owned(kind, object, deleted);
+void ControllerEngine::owned_changed(const Resource& kind, const Json& object, OwnedChange change) {
+  reconciler_->observe_owned(kind, object, change);
   enqueue_owners(object);
 }
 

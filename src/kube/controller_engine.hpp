@@ -81,7 +81,7 @@ class ControllerEngine {
 
  private:
   InformerHandlers owned_handlers(const Resource& kind);
-  void owned_changed(const Resource& kind, const Json& object, bool deleted);
+  void owned_changed(const Resource& kind, const Json& object, OwnedChange change);
   void enqueue_owners(const Json& owned);
   void enqueue_all();
   bool lead_until_stopped(std::stop_token stop);

@@ -44,6 +44,9 @@ inline void throw_if_stopped(const std::stop_token& stop) {
   }
 }
 
+// What happened to an owned object an informer reports.
+enum class OwnedChange { kAddedOrUpdated, kDeleted };
+
 class Reconciler {
  public:
   virtual ~Reconciler() = default;
@@ -59,7 +62,8 @@ class Reconciler {
 
   // Told of each change to an owned object before owners_of, on the informer's thread, for a
   // reconciler that keeps a summary of its own (it must not block). Default: nothing.
-  virtual void observe_owned(const Resource& /*kind*/, const Json& /*object*/, bool /*deleted*/) {}
+  virtual void observe_owned(const Resource& /*kind*/, const Json& /*object*/,
+                             OwnedChange /*change*/) {}
 };
 
 }  // namespace outbox::kube

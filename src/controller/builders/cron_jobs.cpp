@@ -12,7 +12,7 @@ Json cron_job(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const Re
               const std::string& time_zone, Json container) {
   Json template_labels = labels_for(relay.name, component);
   Json pod = {{"metadata", {{"labels", template_labels}}},
-              {"spec", pod_spec(spec, names, std::move(container), true)}};
+              {"spec", pod_spec(spec, names, std::move(container), PodRuns::kJob)}};
   apply_pod_template(spec, pod);
   return {{"apiVersion", "batch/v1"},
           {"kind", "CronJob"},

@@ -65,7 +65,7 @@ Json deployment(const RelayMeta& relay, const api::OutboxRelaySpec& spec, const 
   Json pod = {{"metadata",
                {{"labels", labels_for(relay.name, "relay")},
                 {"annotations", {{kConfigHashAnnotation, config_hash}}}}},
-              {"spec", pod_spec(spec, names, std::move(relay_container), false)}};
+              {"spec", pod_spec(spec, names, std::move(relay_container), PodRuns::kRelay)}};
   // Soft, so a single-node cluster or a full node still schedules every replica; a node's
   // loss then takes one relay of each resource rather than all. spec.relay.template.pod's
   // topologySpreadConstraints replace it (an empty list: none).

@@ -65,7 +65,7 @@ Json one_shot_job(const RelayMeta& relay, const api::OutboxRelaySpec& spec, cons
                   const OneShotJob& job, Json container) {
   Json labels = labels_for(relay.name, job.component);
   Json pod = {{"metadata", {{"labels", labels}}},
-              {"spec", pod_spec(spec, names, std::move(container), true)}};
+              {"spec", pod_spec(spec, names, std::move(container), PodRuns::kJob)}};
   apply_pod_template(spec, pod);
   Json job_spec = {{"backoffLimit", job.backoff_limit},
                    {"activeDeadlineSeconds", job.deadline_seconds},

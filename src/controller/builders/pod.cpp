@@ -213,7 +213,8 @@ Json container_for_job(const RelayMeta& relay, const api::OutboxRelaySpec& spec,
   return c;
 }
 
-Json pod_spec(const api::OutboxRelaySpec& spec, const RelayNames& names, Json container, bool job) {
+Json pod_spec(const api::OutboxRelaySpec& spec, const RelayNames& names, Json container,
+              PodRuns runs) {
   Json volumes =
       Json::array({{{"name", "tmp"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "16Mi"}}}},
                    dsn_volume(spec)});
@@ -243,7 +244,7 @@ Json pod_spec(const api::OutboxRelaySpec& spec, const RelayNames& names, Json co
               {"securityContext", pod_security_context()},
               {"containers", Json::array({std::move(container)})},
               {"volumes", std::move(volumes)}};
-  if (job) {
+  if (runs == PodRuns::kJob) {
     out["restartPolicy"] = "Never";
   }
   return out;

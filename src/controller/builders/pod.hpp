@@ -48,10 +48,14 @@ Json container_for_job(const RelayMeta& relay, const api::OutboxRelaySpec& spec,
                        const std::string& name, const PodSettings& pod,
                        std::vector<std::string> args);
 
+// What a pod spec runs: the long-running relay (a Deployment's) or a Job's run to completion.
+enum class PodRuns { kRelay, kJob };
+
 // The pod spec around `container`: the relay's ServiceAccount (its token writes the pod's part
 // of the status), the pod security context, and the volumes of what the container mounts.
-// `job`: restartPolicy Never.
-Json pod_spec(const api::OutboxRelaySpec& spec, const RelayNames& names, Json container, bool job);
+// A Job's: restartPolicy Never.
+Json pod_spec(const api::OutboxRelaySpec& spec, const RelayNames& names, Json container,
+              PodRuns runs);
 
 // Adds spec.relay.template.pod to a pod template ({metadata, spec}): its labels and
 // annotations under the operator's own, placement, pull secrets, priority and
