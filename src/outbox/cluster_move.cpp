@@ -1,5 +1,6 @@
 #include "outbox/cluster_move.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 #include "outbox/schema.hpp"
@@ -170,30 +171,47 @@ std::vector<std::string> cluster_move_functions(const TableName& t, std::int64_t
 // default runs the check first until it has passed in the session; after that it reads a
 // setting and calls nextval. One function call and not an expression around one: the default
 // is planned with every insert, and a CASE there cost four times as much.
-bool draw_ids_after_the_move_check(pqxx::transaction_base& tx, const TableName& t) {
-  const auto sequence = tx.exec_params1("SELECT pg_get_serial_sequence($1, 'id')", t.quoted())[0];
-  if (sequence.is_null()) {
-    throw std::runtime_error("outbox table " + t.plain() + ": its id column has no sequence");
+std::optional<std::string> draw_ids_after_the_move_check(pqxx::dbtransaction& tx,
+                                                         const TableName& t) {
+  const auto column = tx.exec_params1(
+      "SELECT pg_get_serial_sequence($1, 'id'), a.attidentity <> '', coalesce(pg_get_expr("
+      "d.adbin, d.adrelid), '') FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = "
+      "a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = $1::regclass AND a.attname = 'id'",
+      t.quoted());
+  if (column[0].is_null() || column[1].as<bool>()) {
+    // Not a table migrate made (an identity column, or no sequence of its own): left as it is.
+    return "ids: " + t.plain() +
+           ".id has no sequence of its own that migrate set (an identity column or none): a "
+           "session's first insert after a cluster move draws its id before the rebase";
   }
   const std::string function = t.quoted_with_suffix("_next_id");
   tx.exec("CREATE OR REPLACE FUNCTION " + function +
           "() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF current_setting(" +
           checked_setting(t) + ", true) IS DISTINCT FROM 'on' THEN PERFORM " +
           t.quoted_with_suffix("_position") + "(); END IF; RETURN nextval(" +
-          sql_literal(sequence.as<std::string>()) + "::regclass); END $f$");
-  const auto current = tx.exec_params1(
-                             "SELECT coalesce(pg_get_expr(d.adbin, d.adrelid), '') FROM "
-                             "pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND "
-                             "d.adnum = a.attnum WHERE a.attrelid = $1::regclass AND a.attname = "
-                             "'id'",
-                             t.quoted())[0]
-                           .as<std::string>();
-  if (current.find(t.table() + "_next_id") != std::string::npos) {
-    return false;
+          sql_literal(column[0].as<std::string>()) + "::regclass); END $f$");
+  if (column[2].as<std::string>().find(t.table() + "_next_id") != std::string::npos) {
+    return std::nullopt;
   }
-  // Recurses to the partitions. An ACCESS EXCLUSIVE lock for the catalog change, once.
-  tx.exec("ALTER TABLE " + t.quoted() + " ALTER COLUMN id SET DEFAULT " + function + "()");
-  return true;
+  // Recurses to the partitions: an ACCESS EXCLUSIVE lock for the catalog change, once. Behind
+  // a long transaction on the table every insert would queue behind it: it waits 5 s at most,
+  // and the next migrate (the operator's schema Job runs one on every upgrade) tries again.
+  try {
+    pqxx::subtransaction sub(tx, "next_id");
+    const std::string before = sub.exec1("SHOW lock_timeout")[0].as<std::string>();
+    sub.exec("SET LOCAL lock_timeout = '5s'");
+    sub.exec("ALTER TABLE " + t.quoted() + " ALTER COLUMN id SET DEFAULT " + function + "()");
+    sub.exec_params("SELECT set_config('lock_timeout', $1, true)", before);
+    sub.commit();
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "55P03") {  // lock_not_available
+      throw;
+    }
+    return "ids: not yet drawn after the move check (a transaction held " + t.plain() +
+           " for 5 s; the next migrate tries again)";
+  }
+  return "ids are drawn after the move check: a session's first insert on a cluster the table "
+         "moved to gets an id past every id in use";
 }
 
 RebaseResult run_rebase(pqxx::transaction_base& tx, const TableName& t) {

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,11 @@ std::vector<std::string> cluster_move_functions(const TableName& t, std::int64_t
                                                 ClusterMovePolicy policy);
 
 // Makes `t`'s id column draw from its sequence only after the session's move check
-// (<table>_next_id() and the column's default); returns whether the default changed (a table
-// made before this release). In `tx`: migrate's, holding the table's migrate lock.
-bool draw_ids_after_the_move_check(pqxx::transaction_base& tx, const TableName& t);
+// (<table>_next_id() and the column's default). Returns what it did for migrate's list (the
+// default set, or why not), nothing when the default was set already. In `tx`: migrate's,
+// holding the table's migrate lock.
+std::optional<std::string> draw_ids_after_the_move_check(pqxx::dbtransaction& tx,
+                                                         const TableName& t);
 
 // What a rebase did, whoever ran it (`migrate --rebase`, a relay, a writer's first insert).
 struct RebaseResult {

@@ -550,10 +550,8 @@ MigrationResult migrate(pqxx::connection& conn, const TableName& table,
   } else if (meta) {
     upgrade_log_table(tx, table, *meta, options.on_cluster_move.value_or(meta->on_cluster_move),
                       result);
-    if (draw_ids_after_the_move_check(tx, table)) {
-      result.applied.push_back(
-          "ids are drawn after the move check: a session's first insert on a cluster the table "
-          "moved to gets an id past every id in use");
+    if (auto done = draw_ids_after_the_move_check(tx, table)) {
+      result.applied.push_back(std::move(*done));
     }
   } else {
     create_new_log_table(tx, table, options, payload, result);

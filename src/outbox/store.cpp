@@ -202,7 +202,7 @@ TableHealth table_health(pqxx::connection& conn, const TableName& table, bool pa
   pqxx::nontransaction tx(conn);
   // A partitioned table has no statistics of its own: its partitions have. The statistics
   // functions by oid rather than pg_stat_user_tables, which computes a row for every table of
-  // the database before it filters (14 ms against 2 ms beside 1,000 tables).
+  // the database before it filters (4.8 ms per relay report beside 1,000 tables).
   const std::string table_oid = "to_regclass(quote_ident($1) || '.' || quote_ident($2))";
   const std::string rels =
       partitioned ? "SELECT inhrelid AS oid FROM pg_inherits WHERE inhparent = " + table_oid

@@ -518,10 +518,10 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
 }
 
 // Log mode's owed progress (LogStore): while events keep coming, a claim carries it once it is
-// kOwedProgressRide old; once they stop, it is stored alone kOwedProgressAge after the last of
-// it was left (or when it is kOwedProgressRide old, whichever comes first), so that the status
-// view, the backlog and a replica taking the shards over lag no more than that. Returns how
-// long the wait before that may be.
+// kOwedProgressRide old or counts kOwedProgressRideEvents events; once they stop, it is stored
+// alone kOwedProgressAge after the last of it was left (or when it is kOwedProgressRide old,
+// whichever comes first), so that the status view, the backlog and a replica taking the shards over
+// lag no more than that. Returns how long the wait before that may be.
 std::chrono::milliseconds Relay::store_owed_progress(Session& s) {
   const auto owed = s.store().owed_times();
   if (!owed) {

@@ -174,24 +174,39 @@ struct ConsumerExample : ::testing::Test {
 // new environment, or the test bed's first run, where two tests did this): each creates what
 // it needs under a lock, so none fails on another's CREATE TABLE IF NOT EXISTS.
 TEST_F(ConsumerExample, ServicesStartingAtOnceOnAFreshDatabaseAllRun) {
-  const std::string database = testbed::unique_name("points_db");
-  {
-    pqxx::connection conn(testbed::postgres_dsn());
-    pqxx::nontransaction(conn).exec("CREATE DATABASE " + conn.quote_name(database));
-  }
+  // A database of its own, dropped whatever happens (the test bed outlives the test).
+  struct FreshDatabase {
+    std::string name = testbed::unique_name("points_db");
+    FreshDatabase() {
+      pqxx::connection conn(testbed::postgres_dsn());
+      pqxx::nontransaction(conn).exec("CREATE DATABASE " + conn.quote_name(name));
+    }
+    ~FreshDatabase() {
+      try {
+        pqxx::connection conn(testbed::postgres_dsn());
+        pqxx::nontransaction(conn).exec("DROP DATABASE " + conn.quote_name(name) + " WITH (FORCE)");
+      } catch (const std::exception&) {
+        // The test bed's down.sh removes the server with it.
+      }
+    }
+  } database;
+  // The test bed's DSN is a URI: postgresql://user:password@host:port/database.
   const std::string base = testbed::postgres_dsn();
-  const std::string dsn = base.substr(0, base.rfind('/') + 1) + database;
+  const std::string dsn = base.substr(0, base.rfind('/') + 1) + database.name;
   {
     pqxx::connection conn(dsn);
     inbox::migrate_inbox(conn, inbox);
   }
-  std::vector<std::string> languages = {"python", "python", "python", "java", "java", "cpp", "cpp"};
+  const std::vector<std::string> languages = {"python", "python", "python", "java",
+                                              "java",   "cpp",    "cpp"};
+  std::vector<std::string> commands;  // made here: deps() may fail, and not inside a thread
+  for (const auto& language : languages) {
+    commands.push_back(command(language, dsn, topic + "-start", 0, 1));
+  }
   std::vector<testing::CliResult> results(languages.size());
   std::vector<std::thread> starts;
-  for (std::size_t i = 0; i < languages.size(); ++i) {
-    starts.emplace_back([&, i] {
-      results[i] = testing::run_cli(dsn, command(languages[i], dsn, topic + "-start", 0, 1));
-    });
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    starts.emplace_back([&, i] { results[i] = testing::run_cli(dsn, commands[i]); });
   }
   for (auto& t : starts) {
     t.join();
@@ -199,8 +214,6 @@ TEST_F(ConsumerExample, ServicesStartingAtOnceOnAFreshDatabaseAllRun) {
   for (std::size_t i = 0; i < languages.size(); ++i) {
     EXPECT_EQ(results[i].exit_code, 0) << languages[i] << ": " << results[i].output;
   }
-  pqxx::connection conn(testbed::postgres_dsn());
-  pqxx::nontransaction(conn).exec("DROP DATABASE " + conn.quote_name(database) + " WITH (FORCE)");
 }
 
 TEST_F(ConsumerExample, Python_Check4_OneEvent100TimesAppliedOncePerGroupMalformedRefused) {

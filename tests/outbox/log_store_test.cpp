@@ -790,8 +790,9 @@ TEST(LogMove, TheInsertsThatRebaseDrawTheirIdsAfterTheSequenceMoved) {
   }
 }
 
-// A table made before ids were drawn after the move check gets it from migrate, once.
-TEST(LogMove, MigrateMakesAnOlderTableDrawItsIdsAfterTheMoveCheck) {
+// A table made before ids were drawn after the move check gets it from migrate, once, and
+// not at the cost of writers queued behind a long transaction.
+TEST(LogMove, MigrateMakesAnOlderTableDrawItsIdsAfterTheMoveCheckWithoutWaitingLong) {
   LogTable t;
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction(conn).exec(
@@ -803,6 +804,18 @@ TEST(LogMove, MigrateMakesAnOlderTableDrawItsIdsAfterTheMoveCheck) {
     });
   };
   const MigrateOptions options{kShards, TableMode::kLog, 100'000, std::nullopt, std::nullopt};
+  {
+    // A long transaction that read the table: the change waits for it 5 s at most, and
+    // migrate carries on without it (writers never queue behind migrate for longer).
+    pqxx::connection reader(t.dsn);
+    pqxx::work open(reader);
+    open.exec("SELECT count(*) FROM " + t.table.quoted());
+    const MigrationResult waited = migrate(conn, t.table, options);
+    EXPECT_FALSE(says(waited));
+    EXPECT_TRUE(std::any_of(waited.applied.begin(), waited.applied.end(), [](const auto& line) {
+      return line.find("not yet") != std::string::npos;
+    }));
+  }
   EXPECT_TRUE(says(migrate(conn, t.table, options)));
   EXPECT_FALSE(says(migrate(conn, t.table, options))) << "once";
   t.insert_committed("k", 1);
