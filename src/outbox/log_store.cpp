@@ -80,11 +80,10 @@ OwedProgress::Owed OwedProgress::take() {
   return std::exchange(owed_, Owed{});
 }
 
-OwedProgress::Owed OwedProgress::take_if_due(const ProgressDeferral& when, Clock::time_point now) {
+OwedProgress::Owed OwedProgress::take_if_older(std::chrono::milliseconds age,
+                                               Clock::time_point now) {
   const std::lock_guard lock(mu_);
-  const bool due = now - owed_.oldest >= when.ride_after ||
-                   (when.ride_events > 0 && owed_.events >= when.ride_events);
-  if (owed_.empty() || !due) {
+  if (owed_.empty() || now - owed_.oldest < age) {
     return Owed{};
   }
   return std::exchange(owed_, Owed{});
@@ -105,13 +104,13 @@ std::optional<EventStore::OwedTimes> OwedProgress::times() const {
 
 LogClaims::LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
                      std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options,
-                     OwedProgress* owed, ProgressDeferral ride)
+                     OwedProgress* owed, std::chrono::milliseconds ride_after)
     : conn_(conn),
       table_(table),
       shard_count_(shard_count),
       cursor_(cursor),
       owed_(owed),
-      ride_(ride) {
+      ride_after_(ride_after) {
   const std::string retry = table.quoted_with_suffix("_retry");
   const std::string watermark = position_bound_sql("xmin", position_offset);
   // Qualified: an unqualified ORDER BY xid would sort by the output column xid::text.
@@ -213,7 +212,7 @@ std::vector<OutboxEvent> LogClaims::claim_batch(const std::vector<int>& shards, 
   }
   const LogPosition low = cursor_.lowest();
   const OwedProgress::Owed owed =
-      owed_ != nullptr ? owed_->take_if_due(ride_) : OwedProgress::Owed{};
+      owed_ != nullptr ? owed_->take_if_older(ride_after_) : OwedProgress::Owed{};
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t copies = cursor_.retry_copies();
   const bool full = !cursor_.retry_known_empty(start);
@@ -290,7 +289,7 @@ LogStore::LogStore(pqxx::connection& conn, TableName table, const TableInfo& inf
       cursor_(cursor),
       deferral_(deferral),
       claims_(conn, table_, info.shard_count, info.position_offset, cursor, options,
-              deferral.below_events > 0 ? &owed_ : nullptr, deferral) {
+              deferral.below_events > 0 ? &owed_ : nullptr, deferral.ride_after) {
   const std::string retry = table_.quoted_with_suffix("_retry");
   const std::string status = "CASE WHEN v.verdict = " + std::to_string(kFailedForGood) + " THEN " +
                              kFailed + " ELSE " + kPending + " END";

@@ -79,16 +79,13 @@ class LogCursor {
 
 // How long progress that only moves may wait (LogStore). `below_events`: a write-back that
 // would only move progress is left for later while fewer events than that are owed (0: never
-// left). The lock session's claim carries what is owed once its oldest part is `ride_after`
-// old or it counts `ride_events` events (0: no count). A claim that stores is a write
-// transaction (a transaction id, a commit record, WAL) and costs PostgreSQL several times a
-// claim that only reads; at low rates nearly every claim found progress owed, so carrying it
-// on each was most of the relay's database CPU. Under load many events share that one write,
-// and what a kill -9 leaves owed is what the next owner sends again.
+// left). `ride_after`: the lock session's claim carries what is owed once its oldest part is
+// that old. A claim that stores is a write transaction (a transaction id, a commit record,
+// WAL) and costs PostgreSQL several times a claim that only reads; at low rates nearly every
+// claim found progress owed, so carrying it on each was most of the relay's database CPU.
 struct ProgressDeferral {
   std::size_t below_events = 0;
   std::chrono::milliseconds ride_after{0};
-  std::size_t ride_events = 0;
 };
 
 // Progress a write-back left for later (ProgressDeferral). A batch Kafka took whole, with
@@ -115,9 +112,9 @@ class OwedProgress {
            Clock::time_point now = Clock::now());
   // What is owed, leaving nothing.
   Owed take();
-  // What is owed if its oldest part was left at least `when.ride_after` before `now` or it
-  // counts at least `when.ride_events` (when not 0) events; else nothing, and it stays owed.
-  Owed take_if_due(const ProgressDeferral& when, Clock::time_point now = Clock::now());
+  // What is owed if its oldest part was left at least `age` before `now`; else nothing, and
+  // it stays owed.
+  Owed take_if_older(std::chrono::milliseconds age, Clock::time_point now = Clock::now());
   std::size_t events() const;
   std::optional<EventStore::OwedTimes> times() const;
 
@@ -136,10 +133,10 @@ class LogClaims : public EventClaims {
  public:
   // Sets the session's planner to the claim's one plan (see log_store.cpp).
   // `owed`: the lock session's claim also stores the progress its store left for later, once
-  // it is due by `ride` (ProgressDeferral).
+  // its oldest part is `ride_after` old (ProgressDeferral).
   LogClaims(pqxx::connection& conn, const TableName& table, int shard_count,
             std::int64_t position_offset, LogCursor& cursor, const ClaimOptions& options = {},
-            OwedProgress* owed = nullptr, ProgressDeferral ride = {});
+            OwedProgress* owed = nullptr, std::chrono::milliseconds ride_after = {});
   std::vector<OutboxEvent> claim_batch(const std::vector<int>& shards, int limit,
                                        const std::vector<std::int64_t>& exclude_ids) override;
   bool rows_wait_for_older_transaction() const override { return behind_watermark_; }
@@ -155,7 +152,7 @@ class LogClaims : public EventClaims {
   std::string full_statement_;
   std::string log_only_statement_;
   OwedProgress* owed_;
-  ProgressDeferral ride_;
+  std::chrono::milliseconds ride_after_;
   std::string full_storing_statement_;
   std::string log_only_storing_statement_;
   bool behind_watermark_ = false;

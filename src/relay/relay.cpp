@@ -148,10 +148,9 @@ RunEnd Relay::run(std::stop_token stop) {
   while (!stop.stop_requested() && !kafka_credentials_changed()) {
     read_dsn();
     try {
-      Session session(config_.dsn, table_, {config_.columns, config_.shards},
-                      config_.publish.per_key_order,
-                      ProgressDeferral{static_cast<std::size_t>(config_.batch_size),
-                                       kOwedProgressRide, kOwedProgressRideEvents});
+      Session session(
+          config_.dsn, table_, {config_.columns, config_.shards}, config_.publish.per_key_order,
+          ProgressDeferral{static_cast<std::size_t>(config_.batch_size), kOwedProgressRide});
       went_online(session);
       if (session.rebased() && session.rebased()->moved()) {
         metrics_.cluster_rebases.inc();
@@ -518,10 +517,10 @@ void Relay::send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
 }
 
 // Log mode's owed progress (LogStore): while events keep coming, a claim carries it once it is
-// kOwedProgressRide old or counts kOwedProgressRideEvents events; once they stop, it is stored
-// alone kOwedProgressAge after the last of it was left (or when it is kOwedProgressRide old,
-// whichever comes first), so that the status view, the backlog and a replica taking the shards over
-// lag no more than that. Returns how long the wait before that may be.
+// kOwedProgressRide old; once they stop, it is stored alone kOwedProgressAge after the last of
+// it was left (or when it is kOwedProgressRide old, whichever comes first), so that the status
+// view, the backlog and a replica taking the shards over lag no more than that. Returns how
+// long the wait before that may be.
 std::chrono::milliseconds Relay::store_owed_progress(Session& s) {
   const auto owed = s.store().owed_times();
   if (!owed) {

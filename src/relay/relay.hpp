@@ -173,14 +173,9 @@ class Relay {
   void settle_and_send_next(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                             std::set<std::string> held, TurnClock::time_point claimed_at);
   // Owed progress (LogStore): stored alone this long after events stop; carried by a claim
-  // (a write on the lock session) once this old while they keep coming,
+  // (a write on the lock session) at most once this long while they keep coming.
   static constexpr std::chrono::milliseconds kOwedProgressAge{100};
   static constexpr std::chrono::milliseconds kOwedProgressRide{1000};
-  // or once it counts this many events, whichever comes first (claims run between write-backs,
-  // so what one batch left, fewer than batchSize, may be owed whole until the next). Under
-  // load a kill -9 so leaves about this many, and the batches in flight, for the next owner to
-  // send again, as status mode's write-behind does; at low rates the time bound comes first.
-  static constexpr std::size_t kOwedProgressRideEvents = 16;
   std::chrono::milliseconds store_owed_progress(Session& s);
   void send_or_wait(Session& s, Pipeline& p, std::vector<OutboxEvent> next,
                     TurnClock::time_point claimed_at, std::stop_token stop);

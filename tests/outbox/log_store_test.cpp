@@ -579,7 +579,7 @@ TEST(LogStore, AClaimCarriesOwedProgressOnlyOnceItIsRideAfterOld) {
   EXPECT_FALSE(reader.store->owed_times().has_value());
 }
 
-TEST(OwedProgress, IsTakenForAClaimOnceItsOldestPartIsOldEnoughOrItCountsEnoughEvents) {
+TEST(OwedProgress, IsTakenForAClaimOnlyOnceItsOldestPartIsOldEnough) {
   using namespace std::chrono_literals;
   OwedProgress owed;
   const auto t0 = OwedProgress::Clock::time_point{} + 1h;
@@ -589,21 +589,13 @@ TEST(OwedProgress, IsTakenForAClaimOnceItsOldestPartIsOldEnoughOrItCountsEnoughE
   ASSERT_TRUE(times.has_value());
   EXPECT_EQ(times->oldest, t0);
   EXPECT_EQ(times->newest, t0 + 600ms);
-  EXPECT_TRUE(owed.take_if_due({0, 1s, 4}, t0 + 999ms).empty())
-      << "the oldest part is 999 ms old, 3 events";
+  EXPECT_TRUE(owed.take_if_older(1s, t0 + 999ms).empty()) << "the oldest part is 999 ms old";
   EXPECT_EQ(owed.events(), 3u) << "still owed";
-  const OwedProgress::Owed taken = owed.take_if_due({0, 1s, 4}, t0 + 1s);
+  const OwedProgress::Owed taken = owed.take_if_older(1s, t0 + 1s);
   EXPECT_EQ(taken.events, 3u);
   EXPECT_EQ(taken.end, (LogPosition{12, 5}));
   EXPECT_EQ(taken.shards, (std::vector<int>{0, 2}));
   EXPECT_FALSE(owed.times().has_value()) << "nothing is owed once taken";
-  // Under load, a count of events makes it due before its time.
-  owed.add(LogPosition{20, 7}, {1}, 3, t0 + 2s);
-  EXPECT_TRUE(owed.take_if_due({0, 1s, 4}, t0 + 2s).empty()) << "3 events, just left";
-  owed.add(LogPosition{21, 9}, {1}, 1, t0 + 2s);
-  EXPECT_EQ(owed.take_if_due({0, 1s, 4}, t0 + 2s).events, 4u) << "4 events are due at once";
-  owed.add(LogPosition{22, 9}, {1}, 9, t0 + 3s);
-  EXPECT_TRUE(owed.take_if_due({0, 1s, 0}, t0 + 3s).empty()) << "no count: only time";
 }
 
 // A table restored on another cluster: the identity recorded beside it differs. Under
