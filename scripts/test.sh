@@ -37,7 +37,15 @@ if [ "$phases" = "fast cluster" ]; then
   # release tests that need them wait for this build (a lock per tool), the others do not.
   "$root/scripts/testbed/build-release-tools.sh" cosign actionlint >"$TESTBED_STATE/release-tools.log" 2>&1 &
   tools_pid=$!
-  trap '[ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null; kill "$tools_pid" 2>/dev/null; "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true' EXIT
+  # On any exit the background builds stop and the test bed goes down. Nothing here may fail:
+  # under errexit a failing command in an EXIT trap becomes the script's exit code, and a build
+  # that has ended cannot be killed (that turned green runs into exit code 1).
+  stop_background() {
+    if [ -n "$images_pid" ]; then kill "$images_pid" 2>/dev/null || true; fi
+    kill "$tools_pid" 2>/dev/null || true
+    "$root/scripts/testbed/down.sh" >/dev/null 2>&1 || true
+  }
+  trap stop_background EXIT
 fi
 for phase in $phases; do
   # registry: the OCI registry the release tests publish to and the node pulls from.
