@@ -40,6 +40,7 @@ if [ "$phases" = "fast cluster" ]; then
   # On any exit the background builds stop and the test bed goes down. Nothing here may fail:
   # under errexit a failing command in an EXIT trap becomes the script's exit code, and a build
   # that has ended cannot be killed (that turned green runs into exit code 1).
+  # shellcheck disable=SC2317  # called by the trap below
   stop_background() {
     if [ -n "$images_pid" ]; then kill "$images_pid" 2>/dev/null || true; fi
     kill "$tools_pid" 2>/dev/null || true
