@@ -169,8 +169,8 @@ std::vector<std::string> cluster_move_functions(const TableName& t, std::int64_t
 // <table>_position() moved the sequence past the ids in use, and so would every insert waiting
 // on that rebase. Ids are keys: in <table>_retry, and to the relay within a batch. So the id's
 // default runs the check first until it has passed in the session; after that it reads a
-// setting and calls nextval. One function call and not an expression around one: the default
-// is planned with every insert, and a CASE there cost four times as much.
+// setting and calls nextval. One function call and not a CASE around nextval: the default is
+// planned with every insert, and the CASE added about four times the function's cost.
 std::optional<std::string> draw_ids_after_the_move_check(pqxx::dbtransaction& tx,
                                                          const TableName& t) {
   const auto column = tx.exec_params1(

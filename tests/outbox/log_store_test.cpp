@@ -709,19 +709,28 @@ TEST(LogMove, ATableRecordedForAnotherClusterIsRebasedByTheFirstReader) {
       << again.last_move->at;
 }
 
-// Logical replication copies no sequence: on the new cluster the id sequence starts again at 1.
-// The rebase moves it past every id an unread event, a progress row or a retry row holds, so
-// the events inserted after it get ids above them (a failing one cannot collide with a
-// <table>_retry row); the insert that ran the rebase drew its id before (column defaults come
-// in column order). A sequence already past them is left alone.
-TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
-  LogTable t;
+// Five events written to `t`, then its id sequence put back at its start, as a logical-
+// replication cutover (which copies no sequence) leaves it. Returns the highest id in use.
+long long five_events_and_a_restarted_sequence(LogTable& t, pqxx::transaction_base& tx) {
   for (int i = 0; i < 5; ++i) {
     t.insert_committed("k" + std::to_string(i), i);
   }
+  const auto highest = tx.exec1("SELECT max(id) FROM " + t.table.quoted())[0].as<long long>();
+  tx.exec("SELECT setval(pg_get_serial_sequence(" + tx.quote(t.table.quoted()) +
+          ", 'id'), 1, false)");
+  return highest;
+}
+
+// Logical replication copies no sequence: on the new cluster the id sequence starts again at 1.
+// The rebase moves it past every id an unread event, a progress row or a retry row holds, so
+// the events inserted after it get ids above them (a failing one cannot collide with a
+// <table>_retry row; the inserts that run the rebase too: the next test). A sequence already
+// past them is left alone.
+TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
+  LogTable t;
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction tx(conn);
-  const auto highest = tx.exec1("SELECT max(id) FROM " + t.table.quoted())[0].as<long long>();
+  const long long highest = five_events_and_a_restarted_sequence(t, tx);
   const std::string sequence = "pg_get_serial_sequence(" + tx.quote(t.table.quoted()) + ", 'id')";
   // What a reader finds after a logical-replication cutover: the table recorded for another
   // cluster, the sequence at its start.
@@ -735,7 +744,6 @@ TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
     return tx.exec_params1("SELECT id FROM " + t.table.quoted() + " WHERE biz_id = $1", key)[0]
         .as<long long>();
   };
-  tx.exec("SELECT setval(" + sequence + ", 1, false)");
   moved_from("42");
   t.insert_committed("after", 5);
   EXPECT_GT(id_of("after"), highest) << "the sequence started again below the ids in use";
@@ -752,14 +760,9 @@ TEST(LogMove, ARebaseMovesARestartedIdSequencePastEveryIdStillInUse) {
 // sequence's own default would be 1, 2, ..., below the ids of the restored rows.)
 TEST(LogMove, TheInsertsThatRebaseDrawTheirIdsAfterTheSequenceMoved) {
   LogTable t;
-  for (int i = 0; i < 5; ++i) {
-    t.insert_committed("k" + std::to_string(i), i);
-  }
   pqxx::connection conn(t.dsn);
   pqxx::nontransaction tx(conn);
-  const auto highest = tx.exec1("SELECT max(id) FROM " + t.table.quoted())[0].as<long long>();
-  tx.exec("SELECT setval(pg_get_serial_sequence(" + tx.quote(t.table.quoted()) +
-          ", 'id'), 1, false)");
+  const long long highest = five_events_and_a_restarted_sequence(t, tx);
   // The table, its functions included, as restored from cluster "42".
   tx.exec_params("UPDATE " + outbox_meta(t.table) + " SET cluster_id = '42' WHERE table_name = $1",
                  t.table.table());
